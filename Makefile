@@ -1,0 +1,38 @@
+# nlproxy — see README.md.
+GO       ?= go
+BIN      := bin/nlproxy
+# The full suite on a 2-core machine: race detector on, generous timeout.
+TESTFLAGS ?= -race -count=1 -timeout 40m
+FUZZTIME ?= 10s
+
+.PHONY: all build run test vet fmt fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/nlproxy
+
+# A throwaway demo Postgres with sample data and the proxy in front.
+run: build
+	./$(BIN) demo
+
+test: vet
+	$(GO) test $(TESTFLAGS) ./...
+	$(MAKE) fuzz
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+
+# Short fuzz runs over the framing and startup parsers (seed corpus in testdata/fuzz).
+fuzz:
+	@for f in $$($(GO) test -list '^Fuzz' ./proxy/ | grep '^Fuzz'); do \
+		echo "fuzz $$f ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./proxy/ || exit 1; \
+	done
+
+bench: build
+	./bench/run.sh
+
+clean:
+	rm -rf bin
