@@ -1,0 +1,312 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything `nlproxy serve` reads. Precedence, lowest first:
+// built-in defaults, the YAML file (--config / NLPROXY_CONFIG), NLPROXY_* environment
+// variables, command-line flags.
+type Config struct {
+	Listen    string          `yaml:"listen"`
+	Upstreams []UpstreamEntry `yaml:"upstreams"`
+
+	TLSCert    string `yaml:"tls_cert"`
+	TLSKey     string `yaml:"tls_key"`
+	RequireTLS bool   `yaml:"require_tls"`
+
+	MaxConns                 int      `yaml:"max_conns"`
+	HandshakeTimeout         Duration `yaml:"handshake_timeout"`
+	IdleTimeout              Duration `yaml:"idle_timeout"`
+	IdleInTransactionTimeout Duration `yaml:"idle_in_transaction_timeout"`
+	MaxMessageSize           int      `yaml:"max_message_size"`
+	ShutdownTimeout          Duration `yaml:"shutdown_timeout"`
+
+	LogLevel  string `yaml:"log_level"`
+	LogFormat string `yaml:"log_format"`
+}
+
+// UpstreamEntry routes clients whose startup database is Database (empty: the
+// default route) to the server named by URL (libpq URL or key=value DSN).
+type UpstreamEntry struct {
+	Database string `yaml:"database"`
+	URL      string `yaml:"url"`
+}
+
+// Duration reads "30s"/"5m" in YAML and flags.
+type Duration time.Duration
+
+// UnmarshalYAML accepts Go duration strings.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Set implements flag.Value.
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func defaultConfig() Config {
+	return Config{
+		Listen:           "127.0.0.1:6432",
+		MaxConns:         1000,
+		HandshakeTimeout: Duration(30 * time.Second),
+		MaxMessageSize:   64 << 20,
+		ShutdownTimeout:  Duration(30 * time.Second),
+		LogLevel:         "info",
+		LogFormat:        "console",
+	}
+}
+
+// upstreamList is the repeatable --upstream flag: "URL" or "database=URL".
+type upstreamList struct{ entries *[]UpstreamEntry }
+
+func (u upstreamList) String() string {
+	if u.entries == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*u.entries))
+	for _, e := range *u.entries {
+		parts = append(parts, formatUpstream(e))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (u upstreamList) Set(s string) error {
+	e, err := parseUpstreamEntry(s)
+	if err != nil {
+		return err
+	}
+	*u.entries = append(*u.entries, e)
+	return nil
+}
+
+func formatUpstream(e UpstreamEntry) string {
+	if e.Database == "" {
+		return e.URL
+	}
+	return e.Database + "=" + e.URL
+}
+
+// parseUpstreamEntry splits "database=URL". A bare URL or key=value DSN (which
+// contains "=" after a space or "://") is the default route.
+func parseUpstreamEntry(s string) (UpstreamEntry, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return UpstreamEntry{}, errors.New("empty upstream")
+	}
+	if i := strings.Index(s, "="); i > 0 {
+		route := s[:i]
+		rest := s[i+1:]
+		if !strings.ContainsAny(route, " :/") && (strings.Contains(rest, "://") || strings.Contains(rest, "=")) {
+			return UpstreamEntry{Database: route, URL: rest}, nil
+		}
+	}
+	return UpstreamEntry{URL: s}, nil
+}
+
+// loadConfig applies defaults, YAML, environment and flags in that order.
+// getenv is os.Getenv in production; tests pass their own.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	cfg := defaultConfig()
+
+	path := getenv("NLPROXY_CONFIG")
+	if p, ok := findFlagValue(args, "config"); ok {
+		path = p
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config file: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(data)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return cfg, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&cfg, getenv); err != nil {
+		return cfg, err
+	}
+
+	fs := flag.NewFlagSet("nlproxy serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.String("config", path, "YAML configuration file (env NLPROXY_CONFIG)")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to accept clients on (env NLPROXY_LISTEN)")
+	var flagUpstreams []UpstreamEntry
+	fs.Var(upstreamList{&flagUpstreams}, "upstream", "upstream Postgres as a libpq URL/DSN, or database=URL to route that database; repeatable (env NLPROXY_UPSTREAM, space-separated)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate for client TLS (env NLPROXY_TLS_CERT)")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key for client TLS (env NLPROXY_TLS_KEY)")
+	fs.BoolVar(&cfg.RequireTLS, "require-tls", cfg.RequireTLS, "refuse clients that do not use TLS (env NLPROXY_REQUIRE_TLS)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "maximum concurrent client connections, 0 = unlimited (env NLPROXY_MAX_CONNS)")
+	fs.Var(&cfg.HandshakeTimeout, "handshake-timeout", "time allowed for startup and authentication (env NLPROXY_HANDSHAKE_TIMEOUT)")
+	fs.Var(&cfg.IdleTimeout, "idle-timeout", "close clients idle outside a transaction this long, 0 = never (env NLPROXY_IDLE_TIMEOUT)")
+	fs.Var(&cfg.IdleInTransactionTimeout, "idle-in-transaction-timeout", "close clients idle inside a transaction this long, 0 = never (env NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT)")
+	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", cfg.MaxMessageSize, "largest client message accepted, bytes (env NLPROXY_MAX_MESSAGE_SIZE)")
+	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "on SIGTERM/SIGINT, how long to let sessions drain (env NLPROXY_SHUTDOWN_TIMEOUT)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if len(flagUpstreams) > 0 {
+		cfg.Upstreams = flagUpstreams
+	}
+	return cfg, cfg.validate()
+}
+
+// findFlagValue finds -name/--name value or -name=value before the flag set exists.
+func findFlagValue(args []string, name string) (string, bool) {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		trimmed := strings.TrimLeft(a, "-")
+		if trimmed == a {
+			continue
+		}
+		if v, ok := strings.CutPrefix(trimmed, name+"="); ok {
+			return v, true
+		}
+		if trimmed == name && i+1 < len(args) {
+			return args[i+1], true
+		}
+	}
+	return "", false
+}
+
+func applyEnv(cfg *Config, getenv func(string) string) error {
+	str := func(key string, dst *string) {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	var firstErr error
+	fail := func(key string, err error) {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	integer := func(key string, dst *int) {
+		if v := getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				fail(key, err)
+				return
+			}
+			*dst = n
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		if v := getenv(key); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				fail(key, err)
+				return
+			}
+			*dst = b
+		}
+	}
+	duration := func(key string, dst *Duration) {
+		if v := getenv(key); v != "" {
+			if err := dst.Set(v); err != nil {
+				fail(key, err)
+			}
+		}
+	}
+	str("NLPROXY_LISTEN", &cfg.Listen)
+	if v := getenv("NLPROXY_UPSTREAM"); v != "" {
+		var entries []UpstreamEntry
+		for _, f := range strings.Fields(v) {
+			e, err := parseUpstreamEntry(f)
+			if err != nil {
+				fail("NLPROXY_UPSTREAM", err)
+				break
+			}
+			entries = append(entries, e)
+		}
+		cfg.Upstreams = entries
+	}
+	str("NLPROXY_TLS_CERT", &cfg.TLSCert)
+	str("NLPROXY_TLS_KEY", &cfg.TLSKey)
+	boolean("NLPROXY_REQUIRE_TLS", &cfg.RequireTLS)
+	integer("NLPROXY_MAX_CONNS", &cfg.MaxConns)
+	duration("NLPROXY_HANDSHAKE_TIMEOUT", &cfg.HandshakeTimeout)
+	duration("NLPROXY_IDLE_TIMEOUT", &cfg.IdleTimeout)
+	duration("NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT", &cfg.IdleInTransactionTimeout)
+	integer("NLPROXY_MAX_MESSAGE_SIZE", &cfg.MaxMessageSize)
+	duration("NLPROXY_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
+	str("NLPROXY_LOG_LEVEL", &cfg.LogLevel)
+	str("NLPROXY_LOG_FORMAT", &cfg.LogFormat)
+	return firstErr
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen address is empty"))
+	}
+	if len(c.Upstreams) == 0 {
+		errs = append(errs, errors.New("no upstream: pass --upstream postgres://user@host:5432/db or set NLPROXY_UPSTREAM"))
+	}
+	defaults := 0
+	seen := map[string]bool{}
+	for _, u := range c.Upstreams {
+		if u.URL == "" {
+			errs = append(errs, fmt.Errorf("upstream for database %q has no url", u.Database))
+		}
+		if u.Database == "" {
+			defaults++
+		} else if seen[u.Database] {
+			errs = append(errs, fmt.Errorf("database %q is routed twice", u.Database))
+		}
+		seen[u.Database] = true
+	}
+	if defaults > 1 {
+		errs = append(errs, errors.New("more than one default upstream (give the others a database= route)"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key must be given together"))
+	}
+	if c.RequireTLS && c.TLSCert == "" {
+		errs = append(errs, errors.New("require-tls needs tls-cert and tls-key"))
+	}
+	if c.MaxConns < 0 || c.MaxMessageSize < 0 {
+		errs = append(errs, errors.New("max-conns and max-message-size must not be negative"))
+	}
+	switch c.LogFormat {
+	case "console", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log-format %q: want console or json", c.LogFormat))
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	yamlPath := filepath.Join(dir, "nlproxy.yaml")
+	if err := os.WriteFile(yamlPath, []byte(`
+listen: 0.0.0.0:7000
+upstreams:
+  - url: postgres://a@db1:5432/app
+  - database: sales
+    url: postgres://b@db2:5432/sales?sslmode=require
+idle_timeout: 5m
+log_format: json
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badYAML := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(badYAML, []byte("listen: x\nlisten_adress: typo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{
+			name: "defaults plus one flag upstream",
+			args: []string{"--upstream", "postgres://u@h:5432/d"},
+			check: func(t *testing.T, c Config) {
+				if c.Listen != "127.0.0.1:6432" || c.MaxConns != 1000 || c.MaxMessageSize != 64<<20 {
+					t.Errorf("defaults not applied: %+v", c)
+				}
+				want := []UpstreamEntry{{URL: "postgres://u@h:5432/d"}}
+				if !reflect.DeepEqual(c.Upstreams, want) {
+					t.Errorf("upstreams = %+v, want %+v", c.Upstreams, want)
+				}
+			},
+		},
+		{
+			name: "yaml file",
+			args: []string{"--config", yamlPath},
+			check: func(t *testing.T, c Config) {
+				if c.Listen != "0.0.0.0:7000" || time.Duration(c.IdleTimeout) != 5*time.Minute || c.LogFormat != "json" {
+					t.Errorf("yaml not applied: %+v", c)
+				}
+				if len(c.Upstreams) != 2 || c.Upstreams[1].Database != "sales" {
+					t.Errorf("upstreams = %+v", c.Upstreams)
+				}
+			},
+		},
+		{
+			name: "env beats yaml, flag beats env",
+			args: []string{"--config=" + yamlPath, "--listen", "127.0.0.1:9999"},
+			env: map[string]string{
+				"NLPROXY_LISTEN":       "127.0.0.1:8888",
+				"NLPROXY_MAX_CONNS":    "12",
+				"NLPROXY_IDLE_TIMEOUT": "1s",
+				"NLPROXY_UPSTREAM":     "postgres://e@h/x reports=postgres://r@h2/reports",
+			},
+			check: func(t *testing.T, c Config) {
+				if c.Listen != "127.0.0.1:9999" {
+					t.Errorf("listen = %q, want the flag's", c.Listen)
+				}
+				if c.MaxConns != 12 || time.Duration(c.IdleTimeout) != time.Second {
+					t.Errorf("env not applied: %+v", c)
+				}
+				want := []UpstreamEntry{{URL: "postgres://e@h/x"}, {Database: "reports", URL: "postgres://r@h2/reports"}}
+				if !reflect.DeepEqual(c.Upstreams, want) {
+					t.Errorf("upstreams = %+v, want %+v", c.Upstreams, want)
+				}
+			},
+		},
+		{
+			name: "keyword DSN is a default route, not database=",
+			args: []string{"--upstream", "host=h port=5432 dbname=d", "--upstream", "sales=host=h2 dbname=sales"},
+			check: func(t *testing.T, c Config) {
+				want := []UpstreamEntry{{URL: "host=h port=5432 dbname=d"}, {Database: "sales", URL: "host=h2 dbname=sales"}}
+				if !reflect.DeepEqual(c.Upstreams, want) {
+					t.Errorf("upstreams = %+v, want %+v", c.Upstreams, want)
+				}
+			},
+		},
+		{name: "no upstream", args: nil, wantErr: "no upstream"},
+		{name: "two defaults", args: []string{"--upstream", "postgres://a/x", "--upstream", "postgres://b/y"}, wantErr: "more than one default"},
+		{name: "cert without key", args: []string{"--upstream", "postgres://a/x", "--tls-cert", "c.pem"}, wantErr: "together"},
+		{name: "bad env int", args: []string{"--upstream", "postgres://a/x"}, env: map[string]string{"NLPROXY_MAX_CONNS": "many"}, wantErr: "NLPROXY_MAX_CONNS"},
+		{name: "unknown yaml key", args: []string{"--config", badYAML}, wantErr: "listen_adress"},
+		{name: "bad log format", args: []string{"--upstream", "postgres://a/x", "--log-format", "xml"}, wantErr: "log-format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			c, err := loadConfig(tt.args, getenv, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestOllamaBaseURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       "http://127.0.0.1:11434",
+		"0.0.0.0":                "http://0.0.0.0:11434",
+		"127.0.0.1:9999":         "http://127.0.0.1:9999",
+		"https://gpu.local:443/": "https://gpu.local:443",
+	} {
+		if got := ollamaBaseURL(in); got != want {
+			t.Errorf("ollamaBaseURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+// Command nlproxy is a PostgreSQL wire-protocol proxy that answers
+// natural-language questions with a local model and relays everything else.
+//
+//	nlproxy [serve] [flags]   run the proxy (default)
+//	nlproxy demo              throwaway Postgres with sample data + the proxy
+//	nlproxy catalog ...       build, show and query the schema/value catalog
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/nlproxy/nlproxy/proxy"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "nlproxy:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, stderr)
+	case "demo":
+		return runDemo(ctx, args, stdout, stderr)
+	case "catalog":
+		return runCatalog(ctx, args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "nlproxy", version)
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+const usage = `usage:
+  nlproxy [serve] [flags]    run the proxy (nlproxy serve -h lists the flags)
+  nlproxy demo [flags]       throwaway Postgres with a sample database, proxy in front
+  nlproxy catalog build|show|lookup [flags]
+  nlproxy version
+`
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, err := loadConfig(args, os.Getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(cfg.LogLevel, cfg.LogFormat, stderr)
+	if err != nil {
+		return err
+	}
+	defer logger.Sync() //nolint:errcheck // nothing useful to do on a failed log flush
+	srv, err := newServer(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	logger.Info("nlproxy listening", zap.String("addr", ln.Addr().String()),
+		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", version))
+	return serveUntilDone(ctx, srv, ln, time.Duration(cfg.ShutdownTimeout), logger)
+}
+
+// serveUntilDone serves until ctx ends, then drains for at most drain.
+func serveUntilDone(ctx context.Context, srv *proxy.Server, ln net.Listener, drain time.Duration, logger *zap.Logger) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: draining sessions", zap.Duration("timeout", drain))
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("drain incomplete; remaining sessions closed", zap.Error(err))
+	}
+	if err := <-errc; err != nil && !errors.Is(err, proxy.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
+	srv := &proxy.Server{
+		RequireTLS:               cfg.RequireTLS,
+		MaxConns:                 cfg.MaxConns,
+		HandshakeTimeout:         time.Duration(cfg.HandshakeTimeout),
+		IdleTimeout:              time.Duration(cfg.IdleTimeout),
+		IdleInTransactionTimeout: time.Duration(cfg.IdleInTransactionTimeout),
+		MaxMessageSize:           cfg.MaxMessageSize,
+		Logger:                   logger,
+	}
+	for _, e := range cfg.Upstreams {
+		u, err := proxy.ParseUpstream(e.Database, e.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", formatUpstream(e), err)
+		}
+		srv.Upstreams = append(srv.Upstreams, u)
+	}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("client TLS: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return srv, nil
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if format == "json" {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	} else {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}

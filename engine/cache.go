@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+)
+
+// CacheKey identifies a translation: the same question, on the same database
+// and schema, asked by the same role, gets the same SQL.
+type CacheKey struct {
+	Question    string // as asked; normalized by the cache
+	Database    string
+	Fingerprint string
+	Role        string
+}
+
+func (k CacheKey) hash() string {
+	h := sha256.New()
+	for _, part := range []string{NormalizeQuestion(k.Question), k.Database, k.Fingerprint, k.Role} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// NormalizeQuestion folds case, whitespace and trailing punctuation so that
+// "How many orders?" and "how many  orders" share a cache entry.
+func NormalizeQuestion(q string) string {
+	q = strings.ToLower(strings.Join(strings.Fields(q), " "))
+	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
+}
+
+// Cache is a bounded LRU of translations with a TTL. Safe for concurrent use.
+type Cache struct {
+	ttl time.Duration
+	max int
+	now func() time.Time
+
+	mu    sync.Mutex
+	order *list.List // front = most recent
+	items map[string]*list.Element
+}
+
+type cacheEntry struct {
+	key     string
+	sql     string
+	expires time.Time
+}
+
+// NewCache returns a cache of at most max entries that live for ttl.
+// max <= 0 or ttl <= 0 gives a cache that stores nothing.
+func NewCache(max int, ttl time.Duration) *Cache {
+	return &Cache{ttl: ttl, max: max, now: time.Now, order: list.New(), items: map[string]*list.Element{}}
+}
+
+// Get returns the cached SQL for k.
+func (c *Cache) Get(k CacheKey) (string, bool) {
+	if c == nil || c.max <= 0 {
+		return "", false
+	}
+	h := k.hash()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[h]
+	if !ok {
+		return "", false
+	}
+	e := el.Value.(*cacheEntry)
+	if c.now().After(e.expires) {
+		c.order.Remove(el)
+		delete(c.items, h)
+		return "", false
+	}
+	c.order.MoveToFront(el)
+	return e.sql, true
+}
+
+// Put stores sql for k.
+func (c *Cache) Put(k CacheKey, sql string) {
+	if c == nil || c.max <= 0 || c.ttl <= 0 {
+		return
+	}
+	h := k.hash()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[h]; ok {
+		e := el.Value.(*cacheEntry)
+		e.sql, e.expires = sql, c.now().Add(c.ttl)
+		c.order.MoveToFront(el)
+		return
+	}
+	c.items[h] = c.order.PushFront(&cacheEntry{key: h, sql: sql, expires: c.now().Add(c.ttl)})
+	for c.order.Len() > c.max {
+		oldest := c.order.Back()
+		c.order.Remove(oldest)
+		delete(c.items, oldest.Value.(*cacheEntry).key)
+	}
+}
+
+// Len is the number of entries, expired ones included until touched.
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

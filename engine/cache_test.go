@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCache(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := NewCache(2, time.Minute)
+	c.now = func() time.Time { return now }
+	k := func(q string) CacheKey {
+		return CacheKey{Question: q, Database: "shop", Fingerprint: "f1", Role: "alice"}
+	}
+
+	c.Put(k("How many orders?"), "SELECT count(*) FROM orders")
+	tests := []struct {
+		name string
+		key  CacheKey
+		hit  bool
+	}{
+		{"same question normalized", k("  how many   ORDERS "), true},
+		{"other role", CacheKey{Question: "how many orders", Database: "shop", Fingerprint: "f1", Role: "bob"}, false},
+		{"schema changed", CacheKey{Question: "how many orders", Database: "shop", Fingerprint: "f2", Role: "alice"}, false},
+		{"other database", CacheKey{Question: "how many orders", Database: "crm", Fingerprint: "f1", Role: "alice"}, false},
+	}
+	for _, tt := range tests {
+		if _, hit := c.Get(tt.key); hit != tt.hit {
+			t.Errorf("%s: hit = %v, want %v", tt.name, hit, tt.hit)
+		}
+	}
+
+	now = now.Add(2 * time.Minute)
+	if _, hit := c.Get(k("how many orders")); hit {
+		t.Error("expired entry still served")
+	}
+
+	c.Put(k("a"), "SELECT 1")
+	c.Put(k("b"), "SELECT 2")
+	c.Get(k("a")) // a becomes most recent, so b is evicted next
+	c.Put(k("c"), "SELECT 3")
+	if _, hit := c.Get(k("b")); hit {
+		t.Error("least recently used entry not evicted")
+	}
+	if sql, hit := c.Get(k("a")); !hit || sql != "SELECT 1" {
+		t.Errorf("a = %q %v", sql, hit)
+	}
+	if c.Len() != 2 {
+		t.Errorf("len = %d, want 2", c.Len())
+	}
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Trace records what each stage of one translation did and cost.
+type Trace struct {
+	mu       sync.Mutex
+	Stages   []StageTrace
+	CacheHit bool
+	Total    time.Duration
+}
+
+// StageTrace is one stage's record.
+type StageTrace struct {
+	Name             string
+	Duration         time.Duration
+	LLMCalls         int
+	PromptTokens     int
+	CompletionTokens int
+	Note             string // what it chose and why, briefly
+}
+
+// stageTimer is a stage being recorded.
+type stageTimer struct {
+	StageTrace
+	start time.Time
+}
+
+func (t *Trace) begin(name string) *stageTimer {
+	return &stageTimer{StageTrace: StageTrace{Name: name}, start: time.Now()}
+}
+
+func (t *Trace) end(s *stageTimer) {
+	s.Duration = time.Since(s.start)
+	t.mu.Lock()
+	t.Stages = append(t.Stages, s.StageTrace)
+	t.mu.Unlock()
+}
+
+// LLMCalls, PromptTokens and CompletionTokens sum over the stages.
+func (t *Trace) LLMCalls() (calls, prompt, completion int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.Stages {
+		calls += s.LLMCalls
+		prompt += s.PromptTokens
+		completion += s.CompletionTokens
+	}
+	return calls, prompt, completion
+}
+
+// MarshalLogObject lets the trace be logged as one structured field.
+func (t *Trace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	calls, prompt, completion := t.LLMCalls()
+	enc.AddBool("cache_hit", t.CacheHit)
+	enc.AddDuration("total", t.Total)
+	enc.AddInt("llm_calls", calls)
+	enc.AddInt("prompt_tokens", prompt)
+	enc.AddInt("completion_tokens", completion)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return enc.AddArray("stages", zapcore.ArrayMarshalerFunc(func(arr zapcore.ArrayEncoder) error {
+		for _, s := range t.Stages {
+			s := s
+			if err := arr.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+				o.AddString("name", s.Name)
+				o.AddDuration("took", s.Duration)
+				if s.LLMCalls > 0 {
+					o.AddInt("llm_calls", s.LLMCalls)
+					o.AddInt("prompt_tokens", s.PromptTokens)
+					o.AddInt("completion_tokens", s.CompletionTokens)
+				}
+				if s.Note != "" {
+					o.AddString("note", s.Note)
+				}
+				return nil
+			})); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// String is a compact one-line summary for ask-sql results.
+func (t *Trace) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	parts := make([]string, 0, len(t.Stages))
+	for _, s := range t.Stages {
+		parts = append(parts, s.Name+"="+s.Duration.Round(time.Microsecond).String())
+	}
+	return strings.Join(parts, " ")
+}
+
+var _ zapcore.ObjectMarshaler = (*Trace)(nil)
