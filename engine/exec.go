@@ -26,6 +26,7 @@ type Rows struct {
 // ServerError is an ErrorResponse from Postgres.
 type ServerError struct {
 	Code, Message, Detail, Hint string
+	Position                    int // 1-based character position in the SQL, 0 if none
 }
 
 func (e *ServerError) Error() string {

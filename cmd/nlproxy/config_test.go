@@ -117,16 +117,3 @@ log_format: json
 		})
 	}
 }
-
-func TestOllamaBaseURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                       "http://127.0.0.1:11434",
-		"0.0.0.0":                "http://0.0.0.0:11434",
-		"127.0.0.1:9999":         "http://127.0.0.1:9999",
-		"https://gpu.local:443/": "https://gpu.local:443",
-	} {
-		if got := ollamaBaseURL(in); got != want {
-			t.Errorf("ollamaBaseURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

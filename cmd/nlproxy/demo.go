@@ -9,12 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
+	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -67,8 +67,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		OnDDL:     func(database, tag string) { logger.Debug("DDL seen", zap.String("database", database), zap.String("tag", tag)) },
-		Logger:    logger,
+		OnDDL: func(database, tag string) {
+			logger.Debug("DDL seen", zap.String("database", database), zap.String("tag", tag))
+		},
+		Logger: logger,
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	fmt.Fprintf(stdout, `
@@ -114,8 +116,11 @@ func loadDemoData(ctx context.Context, cluster *pgtest.Cluster) error {
 // ollamaStatus says whether a local Ollama answers at OLLAMA_HOST and, when it
 // does not, how to start one.
 func ollamaStatus(ctx context.Context) string {
-	host := os.Getenv("OLLAMA_HOST")
-	base := ollamaBaseURL(host)
+	u, err := llm.ParseHost(os.Getenv("OLLAMA_HOST"))
+	if err != nil {
+		return fmt.Sprintf("Ollama: OLLAMA_HOST is not usable: %v", err)
+	}
+	base := u.String()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/tags", nil)
@@ -140,19 +145,4 @@ func ollamaStatus(ctx context.Context) string {
     ollama serve &
     ollama pull qwen2.5-coder:7b
   (or set OLLAMA_HOST to where it runs). Ordinary SQL works without it.`, base, hint)
-}
-
-// ollamaBaseURL normalizes OLLAMA_HOST the way the Ollama CLI reads it.
-func ollamaBaseURL(host string) string {
-	if host == "" {
-		return "http://127.0.0.1:11434"
-	}
-	if !strings.Contains(host, "://") {
-		host = "http://" + host
-	}
-	host = strings.TrimRight(host, "/")
-	if h := strings.TrimPrefix(strings.TrimPrefix(host, "http://"), "https://"); !strings.Contains(h, ":") {
-		host += ":11434"
-	}
-	return host
 }

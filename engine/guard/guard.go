@@ -1,0 +1,381 @@
+// Package guard decides whether generated SQL is safe to run on a client's
+// session: exactly one read-only SELECT (optionally a plain EXPLAIN of one),
+// judged on the pg_query parse tree rather than on the text, so comments,
+// quoting and Unicode escapes cannot hide anything. It also lists the string
+// literals compared against columns so the engine can correct them.
+//
+// The guard is one layer; the database still enforces READ ONLY transactions,
+// statement_timeout and the client's own privileges.
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"github.com/pganalyze/pg_query_go/v5/parser"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// DefaultMaxLen caps SQL length (bytes) when Options.MaxLen is zero.
+const DefaultMaxLen = 100 << 10
+
+// SQLSTATE codes a RejectError carries.
+const (
+	CodeInsufficientPrivilege = "42501" // not a read-only SELECT
+	CodeSyntaxError           = "42601" // unparsable or empty
+	CodeFeatureNotSupported   = "0A000" // a construct the guard cannot classify
+	CodeProgramLimitExceeded  = "54000" // SQL longer than MaxLen
+)
+
+// Kind is the kind of an accepted statement.
+type Kind string
+
+// Statement kinds.
+const (
+	KindSelect  Kind = "SELECT"
+	KindExplain Kind = "EXPLAIN"
+)
+
+// Options tune Check. The zero value is the strict default.
+type Options struct {
+	// MaxLen is the largest SQL accepted, in bytes; 0 means DefaultMaxLen.
+	MaxLen int
+	// AllowExplain accepts EXPLAIN (without ANALYZE) of a SELECT.
+	AllowExplain bool
+	// DenyFunctions adds function-name patterns to the built-in denylist.
+	// Matching is case-insensitive on the unqualified name; '*' and '?' are
+	// wildcards (path.Match syntax), e.g. "audit_*".
+	DenyFunctions []string
+}
+
+// RejectError says why SQL was refused, with the SQLSTATE the proxy should
+// report. Match it with errors.As.
+type RejectError struct {
+	Reason string
+	Code   string
+	// Position is the 1-based character position of the offending token when
+	// known (as in an ErrorResponse), else 0.
+	Position int
+}
+
+func (e *RejectError) Error() string {
+	return fmt.Sprintf("guard: %s (SQLSTATE %s)", e.Reason, e.Code)
+}
+
+// TableRef is a relation named in the statement. CTE names are excluded.
+type TableRef struct {
+	Schema string // "" when unqualified
+	Name   string
+	Alias  string // "" when none
+}
+
+// String renders the reference as schema.name.
+func (t TableRef) String() string {
+	if t.Schema == "" {
+		return t.Name
+	}
+	return t.Schema + "." + t.Name
+}
+
+// Checked describes an accepted statement.
+type Checked struct {
+	SQL  string
+	Kind Kind
+	// Tables lists relations in order of first appearance, deduplicated by
+	// schema, name and alias.
+	Tables []TableRef
+	// Functions lists called functions, lowercased and qualified as written
+	// ("lower", "pg_catalog.date_part"), sorted and deduplicated.
+	Functions []string
+	// Fingerprint identifies the statement's shape regardless of constants and
+	// formatting (pg_query fingerprint), useful for caching and clustering.
+	Fingerprint string
+}
+
+// deniedFunctions are side-effecting or file/network/session-touching
+// functions. Patterns match the unqualified, lowercased function name.
+var deniedFunctions = [...]string{
+	"nextval", "setval",
+	"pg_sleep*",
+	"dblink*",
+	"lo_*", "loread", "lowrite",
+	"set_config",
+	"pg_terminate_backend", "pg_cancel_backend",
+	"pg_reload_conf", "pg_rotate_logfile*",
+	"pg_read_file", "pg_read_binary_file", "pg_ls_*", "pg_stat_file", "pg_file_*",
+	"pg_logical_*", "pg_create_*", "pg_drop_replication_slot", "pg_copy_*",
+	"pg_replication_slot_advance", "pg_replication_origin_*",
+	"pg_advisory_*", "pg_try_advisory_*",
+	"pg_notify",
+	"query_to_xml*", "table_to_xml*", "cursor_to_xml*", "schema_to_xml*", "database_to_xml*",
+	"ts_stat", "ts_rewrite", // both execute a query given as text
+	"copy_*",
+	"pg_switch_wal", "pg_switch_xlog", "pg_promote", "pg_wal_replay_*",
+	"pg_backup_*", "pg_start_backup", "pg_stop_backup",
+	"pg_stat_reset*", "pg_stat_*_reset*", "pg_log_backend_memory_contexts",
+	"pg_import_system_collations", "pg_export_snapshot",
+}
+
+// allowedNodes are the raw-parse-tree node types a read-only SELECT may
+// contain. Anything else is rejected: either it is a known write/utility node
+// (reported as such) or it is a construct the guard has not classified.
+var allowedNodes = map[protoreflect.Name]bool{
+	"ParseResult": true, "RawStmt": true, "Node": true, "List": true,
+	"SelectStmt": true, "ResTarget": true, "ColumnRef": true, "A_Star": true,
+	"A_Const": true, "String": true, "Integer": true, "Float": true,
+	"Boolean": true, "BitString": true, "A_Expr": true, "BoolExpr": true,
+	"FuncCall": true, "NamedArgExpr": true, "TypeCast": true, "TypeName": true,
+	"RangeVar": true, "Alias": true, "JoinExpr": true, "RangeSubselect": true,
+	"RangeFunction": true, "RangeTableFunc": true, "RangeTableFuncCol": true,
+	"RangeTableSample": true, "SubLink": true, "CaseExpr": true, "CaseWhen": true,
+	"CoalesceExpr": true, "MinMaxExpr": true, "NullTest": true, "BooleanTest": true,
+	"SortBy": true, "WindowDef": true, "WithClause": true, "CommonTableExpr": true,
+	"CTESearchClause": true, "CTECycleClause": true, "GroupingSet": true,
+	"GroupingFunc": true, "A_Indices": true, "A_Indirection": true,
+	"A_ArrayExpr": true, "RowExpr": true, "CollateClause": true, "ParamRef": true,
+	"SQLValueFunction": true, "XmlExpr": true, "XmlSerialize": true,
+	"JsonFormat": true, "JsonReturning": true, "JsonValueExpr": true,
+	"JsonOutput": true, "JsonKeyValue": true, "JsonObjectConstructor": true,
+	"JsonArrayConstructor": true, "JsonArrayQueryConstructor": true,
+	"JsonAggConstructor": true, "JsonObjectAgg": true, "JsonArrayAgg": true,
+	"JsonIsPredicate": true,
+}
+
+// writeNodes are reported as privilege violations rather than as unknown.
+var writeNodes = map[protoreflect.Name]string{
+	"InsertStmt":    "INSERT",
+	"UpdateStmt":    "UPDATE",
+	"DeleteStmt":    "DELETE",
+	"MergeStmt":     "MERGE",
+	"IntoClause":    "SELECT INTO",
+	"LockingClause": "a locking clause (FOR UPDATE/SHARE)",
+}
+
+// Check parses sql and accepts it only if it is a single read-only SELECT
+// (or, with opts.AllowExplain, EXPLAIN without ANALYZE of one). A refusal is
+// a *RejectError.
+func Check(sql string, opts Options) (*Checked, error) {
+	maxLen := opts.MaxLen
+	if maxLen <= 0 {
+		maxLen = DefaultMaxLen
+	}
+	if len(sql) > maxLen {
+		return nil, &RejectError{Reason: fmt.Sprintf("SQL is %d bytes, over the %d-byte limit", len(sql), maxLen), Code: CodeProgramLimitExceeded}
+	}
+	tree, err := parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	if len(tree.Stmts) == 0 {
+		return nil, &RejectError{Reason: "no statement", Code: CodeSyntaxError}
+	}
+	if len(tree.Stmts) > 1 {
+		return nil, &RejectError{Reason: fmt.Sprintf("%d statements; exactly one is allowed", len(tree.Stmts)), Code: CodeInsufficientPrivilege}
+	}
+	stmt := tree.Stmts[0].GetStmt()
+	c := &Checked{SQL: sql, Kind: KindSelect}
+	var body *pg_query.Node
+	switch {
+	case stmt.GetSelectStmt() != nil:
+		body = stmt
+	case stmt.GetExplainStmt() != nil:
+		ex := stmt.GetExplainStmt()
+		if !opts.AllowExplain {
+			return nil, &RejectError{Reason: "EXPLAIN is not allowed here", Code: CodeInsufficientPrivilege}
+		}
+		if err := checkExplainOptions(ex.GetOptions()); err != nil {
+			return nil, err
+		}
+		if ex.GetQuery().GetSelectStmt() == nil {
+			return nil, &RejectError{Reason: "EXPLAIN of " + nodeName(ex.GetQuery()) + "; only EXPLAIN of a SELECT is allowed", Code: CodeInsufficientPrivilege}
+		}
+		c.Kind = KindExplain
+		body = ex.GetQuery()
+	default:
+		return nil, &RejectError{Reason: "only SELECT is allowed, got " + nodeName(stmt), Code: CodeInsufficientPrivilege}
+	}
+
+	deny := append(deniedFunctions[:len(deniedFunctions):len(deniedFunctions)], opts.DenyFunctions...)
+	for _, p := range opts.DenyFunctions {
+		// A malformed pattern would never match, silently allowing the
+		// function; treat it as a configuration error instead.
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("guard: DenyFunctions pattern %q: %w", p, err)
+		}
+	}
+	w := walker{sql: sql, deny: deny, ctes: map[string]bool{}, funcs: map[string]bool{}}
+	if err := w.walk(body.ProtoReflect()); err != nil {
+		return nil, err
+	}
+	c.Tables = w.tableRefs()
+	for f := range w.funcs {
+		c.Functions = append(c.Functions, f)
+	}
+	sort.Strings(c.Functions)
+	// Fingerprinting an already-parsed statement cannot fail in practice; a
+	// failure only loses the optional fingerprint.
+	c.Fingerprint, _ = pg_query.Fingerprint(sql)
+	return c, nil
+}
+
+// parse wraps pg_query.Parse, turning parser errors into RejectErrors.
+func parse(sql string) (*pg_query.ParseResult, error) {
+	tree, err := pg_query.Parse(sql)
+	if err == nil {
+		return tree, nil
+	}
+	var pe *parser.Error
+	if errors.As(err, &pe) {
+		return nil, &RejectError{Reason: "syntax error: " + pe.Message, Code: CodeSyntaxError, Position: pe.Cursorpos}
+	}
+	// Not a parser error (e.g. nesting too deep to decode): refuse, keeping the cause.
+	return nil, &RejectError{Reason: "cannot parse: " + err.Error(), Code: CodeSyntaxError}
+}
+
+func checkExplainOptions(opts []*pg_query.Node) error {
+	for _, o := range opts {
+		d := o.GetDefElem()
+		if d == nil {
+			return &RejectError{Reason: "unrecognized EXPLAIN option " + nodeName(o), Code: CodeFeatureNotSupported}
+		}
+		// ANALYZE executes the statement; refuse it even when set to false
+		// rather than interpreting its argument.
+		if strings.EqualFold(d.GetDefname(), "analyze") {
+			return &RejectError{Reason: "EXPLAIN ANALYZE executes the statement", Code: CodeInsufficientPrivilege}
+		}
+	}
+	return nil
+}
+
+// nodeName names the concrete type inside a Node wrapper, for messages.
+func nodeName(n *pg_query.Node) string {
+	m := n.ProtoReflect()
+	od := m.Descriptor().Oneofs().ByName("node")
+	if od == nil {
+		return string(m.Descriptor().Name())
+	}
+	fd := m.WhichOneof(od)
+	if fd == nil {
+		return "empty node"
+	}
+	return string(fd.Message().Name())
+}
+
+type walker struct {
+	sql    string
+	deny   []string
+	ctes   map[string]bool
+	funcs  map[string]bool
+	tables []tableAt
+}
+
+type tableAt struct {
+	TableRef
+	loc int32
+}
+
+// walk visits every message in the tree. Recursion depth is bounded by the
+// protobuf decoder's nesting limit.
+func (w *walker) walk(m protoreflect.Message) error {
+	if err := w.visit(m); err != nil {
+		return err
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = w.walk(l.Get(i).Message())
+			}
+		} else {
+			err = w.walk(v.Message())
+		}
+		return err == nil
+	})
+	return err
+}
+
+func (w *walker) visit(m protoreflect.Message) error {
+	name := m.Descriptor().Name()
+	if what, ok := writeNodes[name]; ok {
+		return &RejectError{Reason: what + " is not allowed", Code: CodeInsufficientPrivilege, Position: w.pos(m)}
+	}
+	if !allowedNodes[name] {
+		if strings.HasSuffix(string(name), "Stmt") {
+			return &RejectError{Reason: "nested " + string(name) + " is not allowed", Code: CodeInsufficientPrivilege, Position: w.pos(m)}
+		}
+		return &RejectError{Reason: "unsupported construct " + string(name), Code: CodeFeatureNotSupported, Position: w.pos(m)}
+	}
+	switch n := m.Interface().(type) {
+	case *pg_query.FuncCall:
+		parts := stringList(n.GetFuncname())
+		if len(parts) == 0 {
+			return &RejectError{Reason: "function call without a name", Code: CodeFeatureNotSupported}
+		}
+		base := strings.ToLower(parts[len(parts)-1])
+		for _, p := range w.deny {
+			if ok, _ := path.Match(strings.ToLower(p), base); ok {
+				return &RejectError{Reason: "function " + strings.Join(parts, ".") + " is not allowed", Code: CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
+			}
+		}
+		w.funcs[strings.ToLower(strings.Join(parts, "."))] = true
+	case *pg_query.CommonTableExpr:
+		w.ctes[n.GetCtename()] = true
+	case *pg_query.RangeVar:
+		w.tables = append(w.tables, tableAt{TableRef{Schema: n.GetSchemaname(), Name: n.GetRelname(), Alias: n.GetAlias().GetAliasname()}, n.GetLocation()})
+	}
+	return nil
+}
+
+// pos returns the 1-based position of a node that carries a location.
+func (w *walker) pos(m protoreflect.Message) int {
+	fd := m.Descriptor().Fields().ByName("location")
+	if fd == nil || fd.Kind() != protoreflect.Int32Kind {
+		return 0
+	}
+	loc := int(m.Get(fd).Int())
+	if loc < 0 || loc >= len(w.sql) {
+		return 0
+	}
+	return loc + 1
+}
+
+// tableRefs drops references to CTEs (unqualified names matching a CTE of the
+// statement; a CTE shadowing a real table of the same name hides that table)
+// and duplicates, in order of appearance in the text.
+func (w *walker) tableRefs() []TableRef {
+	sort.SliceStable(w.tables, func(i, j int) bool { return w.tables[i].loc < w.tables[j].loc })
+	var out []TableRef
+	seen := map[TableRef]bool{}
+	for _, ta := range w.tables {
+		t := ta.TableRef
+		if t.Schema == "" && w.ctes[t.Name] {
+			continue
+		}
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	return out
+}
+
+// stringList returns the String values of a name list (function names,
+// column references); non-String items (A_Star) are skipped.
+func stringList(ns []*pg_query.Node) []string {
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		if s := n.GetString_(); s != nil {
+			out = append(out, s.GetSval())
+		}
+	}
+	return out
+}

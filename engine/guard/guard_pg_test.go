@@ -1,0 +1,124 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+const fixtureSQL = `
+CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, city text);
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int REFERENCES customers, amount numeric,
+  status text, note text, created_at timestamptz DEFAULT now());
+CREATE SEQUENCE s;
+INSERT INTO customers VALUES (1, 'Bob', 'Los Angeles'), (2, 'O''Neil', 'Los Angeles'), (3, 'Ana', 'New York');
+INSERT INTO orders VALUES (1, 1, 12.5, 'shipped', NULL), (2, 3, 3, 'pending', 'gift');
+`
+
+// readOnly runs sql the way the engine's trial runs do: READ ONLY
+// transaction, statement timeout, always rolled back. It returns the row count.
+func readOnly(ctx context.Context, conn *pgx.Conn, sql string) (int, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = '5s'"); err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n, rows.Err()
+}
+
+// TestPostgres checks the guard against a real server: everything it accepts
+// is valid SQL that runs read-only, some things it rejects would otherwise
+// have run even inside a READ ONLY transaction, and literal corrections
+// produce SQL that finds the stored rows.
+func TestPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	cl := pgtest.New(t, pgtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.Exec(ctx, "postgres", fixtureSQL); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := cl.Connect(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+
+	t.Run("accepted corpus runs read-only", func(t *testing.T) {
+		for _, tc := range corpus {
+			if tc.wantCode != "" {
+				continue
+			}
+			if _, err := Check(tc.sql, tc.opts); err != nil {
+				t.Errorf("%s: rejected: %v", tc.name, err)
+				continue
+			}
+			if _, err := readOnly(ctx, conn, tc.sql); err != nil {
+				t.Errorf("%s: accepted but fails on PostgreSQL: %v\n%s", tc.name, err, tc.sql)
+			}
+		}
+	})
+
+	// READ ONLY alone does not stop these; the guard must.
+	t.Run("rejected side effects that READ ONLY allows", func(t *testing.T) {
+		for _, sql := range []string{
+			"SELECT set_config('search_path', 'pg_temp', true)",
+			"SELECT pg_advisory_xact_lock(42)",
+			"SELECT pg_sleep(0.01)",
+			"SELECT pg_read_file('PG_VERSION')",
+			"SELECT * FROM pg_ls_dir('.')",
+			"SELECT pg_reload_conf()",
+		} {
+			if _, err := readOnly(ctx, conn, sql); err != nil {
+				t.Errorf("%q did not run under READ ONLY (%v); pick another example", sql, err)
+			}
+			_, err := Check(sql, Options{})
+			var re *RejectError
+			if !errors.As(err, &re) || re.Code != CodeInsufficientPrivilege {
+				t.Errorf("Check(%q) = %v, want insufficient_privilege", sql, err)
+			}
+		}
+	})
+
+	t.Run("literal correction finds stored rows", func(t *testing.T) {
+		sql := "SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id AND o.status = 'Shipped' WHERE c.city IN ('los angeles', 'LA') AND c.name <> 'oneil'"
+		if n, err := readOnly(ctx, conn, sql); err != nil || n != 0 {
+			t.Fatalf("before correction: %d rows, %v; want 0 rows", n, err)
+		}
+		lits, err := Literals(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lits) != 4 {
+			t.Fatalf("literals = %+v, want 4", lits)
+		}
+		fixed := ReplaceLiterals(sql, []Replacement{
+			{lits[0], "shipped"}, {lits[1], "Los Angeles"}, {lits[2], "Los Angeles"}, {lits[3], "O'Neil"},
+		})
+		if _, err := Check(fixed, Options{}); err != nil {
+			t.Fatalf("corrected SQL rejected: %v", err)
+		}
+		n, err := readOnly(ctx, conn, fixed)
+		if err != nil || n != 1 {
+			t.Fatalf("after correction: %d rows, %v; want 1 (Bob)\n%s", n, err, fixed)
+		}
+	})
+}

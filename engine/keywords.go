@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"strings"
+	"unicode"
+)
+
+// lexicalKeywords is the keyword stage's fallback when the model's answer is
+// unusable: quoted phrases, runs of capitalized words (likely names), and the
+// remaining content words with their adjacent pairs, in question order.
+func lexicalKeywords(question string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		s = strings.TrimSpace(s)
+		k := strings.ToLower(s)
+		if s == "" || seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, s)
+	}
+
+	// Quoted phrases are almost always values.
+	rest := question
+	for _, q := range []string{`"`, `'`, "“", "‘"} {
+		closeQ := map[string]string{`"`: `"`, `'`: `'`, "“": "”", "‘": "’"}[q]
+		for {
+			i := strings.Index(rest, q)
+			if i < 0 {
+				break
+			}
+			j := strings.Index(rest[i+len(q):], closeQ)
+			if j < 0 {
+				break
+			}
+			add(rest[i+len(q) : i+len(q)+j])
+			rest = rest[:i] + " " + rest[i+len(q)+j+len(closeQ):]
+		}
+	}
+
+	words := strings.FieldsFunc(rest, func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_' || r == '&' || r == '\'')
+	})
+	for i := range words {
+		words[i] = strings.Trim(words[i], ".-'")
+	}
+
+	// Capitalized runs not at the very start: "Los Angeles", "Acme Corp".
+	var run []string
+	flush := func() {
+		if len(run) > 1 {
+			add(strings.Join(run, " "))
+		}
+		run = run[:0]
+	}
+	for i, w := range words {
+		if w != "" && i > 0 && unicode.IsUpper([]rune(w)[0]) && !stopwords[strings.ToLower(w)] {
+			run = append(run, w)
+			continue
+		}
+		flush()
+	}
+	flush()
+
+	var content []string
+	for _, w := range words {
+		if w == "" || stopwords[strings.ToLower(w)] {
+			content = append(content, "")
+			continue
+		}
+		add(w)
+		content = append(content, w)
+	}
+	for i := 0; i+1 < len(content); i++ {
+		if content[i] != "" && content[i+1] != "" {
+			add(content[i] + " " + content[i+1])
+		}
+	}
+	return out
+}
+
+// stopwords are question words that never name a table, column or value.
+var stopwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`a an the of in on at to for from by with without and or not no
+		is are was were be been being do does did have has had what which who whom whose when where why how
+		many much more most less least than then there their them they it its this that these those
+		me my we our you your i all any each every some per please show list give tell find get return
+		display count number total average avg sum top first last between over under into out about as
+		can could would should will shall may might must there's what's whats`) {
+		m[w] = true
+	}
+	return m
+}()

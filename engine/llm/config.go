@@ -1,0 +1,121 @@
+package llm
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults.
+const (
+	DefaultHost         = "http://127.0.0.1:11434"
+	DefaultNumCtx       = 8192
+	DefaultCallTimeout  = 60 * time.Second
+	DefaultMaxRetries   = 2
+	DefaultRetryBackoff = 200 * time.Millisecond
+	defaultOllamaPort   = "11434"
+)
+
+// Config configures an OllamaClient.
+type Config struct {
+	// Host of the Ollama server, in any form OLLAMA_HOST accepts:
+	// "http://h:p", "h:p", "h", ":p", "0.0.0.0:11434", "[::1]:11434".
+	// Empty means $OLLAMA_HOST, else DefaultHost.
+	Host string
+	// Models per role; an empty model for a role makes calls for it fail
+	// with ErrNoModel.
+	Models map[Role]string
+	// NumCtx is sent on every chat call (Ollama silently truncates prompts
+	// to its own, small default otherwise). Default DefaultNumCtx.
+	NumCtx int
+	// CallTimeout bounds each HTTP request. Default DefaultCallTimeout.
+	CallTimeout time.Duration
+	// MaxRetries is how often one call is retried after a transport error,
+	// a 5xx, a broken response or a timeout. Default DefaultMaxRetries;
+	// negative means no retries.
+	MaxRetries int
+	// RetryBackoff is the first wait between attempts; it doubles each time.
+	RetryBackoff time.Duration
+	// KeepAlive is how long Ollama keeps the model loaded after a call
+	// (0: server default; negative: forever).
+	KeepAlive time.Duration
+	// Think, when set, is sent as Ollama's "think" flag: false keeps
+	// reasoning models (qwen3, deepseek-r1) from spending tokens on thinking.
+	Think *bool
+	// EmbedBatch is the most texts per /api/embed request (default 64).
+	EmbedBatch int
+	HTTPClient *http.Client
+	Logger     *zap.Logger
+	// Getenv reads OLLAMA_HOST when Host is empty (default os.Getenv).
+	Getenv func(string) string
+}
+
+// ParseHost turns an OLLAMA_HOST-style value into a base URL, the way
+// Ollama's client does: scheme defaults to http, port to 11434 without a
+// scheme (80/443 with one), host to 127.0.0.1. A wildcard bind address
+// (0.0.0.0, ::) is dialed as loopback.
+func ParseHost(s string) (*url.URL, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		s = DefaultHost
+	}
+	defaultPort := defaultOllamaPort
+	scheme, hostport, ok := strings.Cut(s, "://")
+	switch {
+	case !ok:
+		scheme, hostport = "http", s
+	case scheme == "http":
+		defaultPort = "80"
+	case scheme == "https":
+		defaultPort = "443"
+	default:
+		return nil, fmt.Errorf("llm: ollama host %q: unsupported scheme %q", s, scheme)
+	}
+	hostport, path, _ := strings.Cut(hostport, "/")
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		// No port: the whole thing is a host (maybe a bracketed IPv6).
+		host, port = strings.Trim(hostport, "[]"), defaultPort
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ip.To4() != nil {
+			host = "127.0.0.1"
+		} else {
+			host = "::1"
+		}
+	}
+	if port == "" {
+		port = defaultPort
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return nil, fmt.Errorf("llm: ollama host %q: invalid port %q", s, port)
+	}
+	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}
+	if path != "" {
+		u.Path = "/" + path
+	}
+	return u, nil
+}
+
+// model resolves the model for a request.
+func (c *Config) model(role Role, explicit string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if role == "" {
+		role = RoleGenerator
+	}
+	if m := c.Models[role]; m != "" {
+		return m, nil
+	}
+	return "", fmt.Errorf("none for role %q (set Config.Models[%q])", role, role)
+}

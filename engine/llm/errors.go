@@ -1,0 +1,76 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Error kinds, checked with errors.Is. Every error returned by this package's
+// calls is an *Error whose Kind is one of these (or a context error when the
+// caller's ctx ended).
+var (
+	// ErrUnreachable: the server could not be connected to (refused, DNS).
+	ErrUnreachable = errors.New("llm: model server unreachable")
+	// ErrModelMissing: the model is not installed on the server.
+	ErrModelMissing = errors.New("llm: model not installed")
+	// ErrTimeout: one call ran past Config.CallTimeout.
+	ErrTimeout = errors.New("llm: call timed out")
+	// ErrBadOutput: the response or the model's text could not be parsed.
+	ErrBadOutput = errors.New("llm: unparseable model output")
+	// ErrServer: the server answered with an error status or broke off the
+	// response.
+	ErrServer = errors.New("llm: model server error")
+	// ErrNoModel: no model was given and none is configured for the role.
+	ErrNoModel = errors.New("llm: no model configured")
+)
+
+// Error describes a failed call. errors.Is matches both Kind and the cause.
+type Error struct {
+	Op         string // "chat", "embed", "list", "check"
+	Model      string
+	Step       string
+	Attempts   int
+	StatusCode int    // HTTP status when the server answered, else 0
+	Hint       string // what the operator should do, e.g. "run `ollama pull x`"
+	Kind       error
+	Err        error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("llm ")
+	b.WriteString(e.Op)
+	if e.Model != "" {
+		fmt.Fprintf(&b, " %s", e.Model)
+	}
+	if e.Step != "" {
+		fmt.Fprintf(&b, " (step %s)", e.Step)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	b.WriteString(": ")
+	b.WriteString(strings.TrimPrefix(e.Kind.Error(), "llm: "))
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// Unwrap exposes both the kind sentinel and the cause.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+func pullHint(model string) string {
+	return fmt.Sprintf("run `ollama pull %s`", model)
+}

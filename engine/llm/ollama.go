@@ -1,0 +1,323 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"go.uber.org/zap"
+)
+
+// OllamaClient is a Client for an Ollama server.
+type OllamaClient struct {
+	cfg  Config
+	base *url.URL
+	api  *api.Client
+	log  *zap.Logger
+}
+
+var _ Client = (*OllamaClient)(nil)
+
+// New validates cfg, fills defaults and returns a client. It does not
+// contact the server; call CheckModels for that.
+func New(cfg Config) (*OllamaClient, error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if cfg.Host == "" {
+		cfg.Host = cfg.Getenv("OLLAMA_HOST")
+	}
+	base, err := ParseHost(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NumCtx <= 0 {
+		cfg.NumCtx = DefaultNumCtx
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = DefaultRetryBackoff
+	}
+	if cfg.EmbedBatch <= 0 {
+		cfg.EmbedBatch = 64
+	}
+	if cfg.HTTPClient == nil {
+		// Own transport: no shared state with http.DefaultClient; no client
+		// timeout because every call carries its own deadline.
+		cfg.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	models := make(map[Role]string, len(cfg.Models))
+	for r, m := range cfg.Models {
+		models[r] = strings.TrimSpace(m)
+	}
+	cfg.Models = models
+	return &OllamaClient{
+		cfg:  cfg,
+		base: base,
+		api:  api.NewClient(base, cfg.HTTPClient),
+		log:  cfg.Logger.Named("llm"),
+	}, nil
+}
+
+// BaseURL is the server address the client talks to.
+func (c *OllamaClient) BaseURL() string { return c.base.String() }
+
+// Config returns the effective configuration (defaults filled in).
+func (c *OllamaClient) Config() Config {
+	cfg := c.cfg
+	cfg.Models = make(map[Role]string, len(c.cfg.Models))
+	for r, m := range c.cfg.Models {
+		cfg.Models[r] = m
+	}
+	return cfg
+}
+
+// ModelFor returns the model configured for role, or "".
+func (c *OllamaClient) ModelFor(role Role) string { return c.cfg.Models[role] }
+
+func (c *OllamaClient) keepAlive() *api.Duration {
+	if c.cfg.KeepAlive == 0 {
+		return nil
+	}
+	return &api.Duration{Duration: c.cfg.KeepAlive}
+}
+
+// Chat implements Client.
+func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse, error) {
+	model, err := c.cfg.model(req.Role, req.Model)
+	if err != nil {
+		return ChatResponse{}, &Error{Op: "chat", Step: req.Step, Kind: ErrNoModel, Err: err}
+	}
+	numCtx := req.NumCtx
+	if numCtx <= 0 {
+		numCtx = c.cfg.NumCtx
+	}
+	msgs := make([]api.Message, 0, len(req.Messages)+1)
+	if req.System != "" {
+		msgs = append(msgs, api.Message{Role: SpeakerSystem, Content: req.System})
+	}
+	for _, m := range req.Messages {
+		msgs = append(msgs, api.Message{Role: m.Role, Content: m.Content})
+	}
+	opts := map[string]any{"num_ctx": numCtx, "temperature": req.Temperature}
+	if req.MaxTokens > 0 {
+		opts["num_predict"] = req.MaxTokens
+	}
+	stream := false
+	areq := &api.ChatRequest{
+		Model:     model,
+		Messages:  msgs,
+		Stream:    &stream,
+		Format:    req.JSONSchema,
+		KeepAlive: c.keepAlive(),
+		Options:   opts,
+	}
+	if c.cfg.Think != nil {
+		areq.Think = &api.ThinkValue{Value: *c.cfg.Think}
+	}
+
+	start := time.Now()
+	var out ChatResponse
+	attempts, err := c.retry(ctx, "chat", model, req.Step, func(ctx context.Context) error {
+		out = ChatResponse{Model: model}
+		var content strings.Builder
+		done := false
+		err := c.api.Chat(ctx, areq, func(r api.ChatResponse) error {
+			// Non-streaming answers come as one object, but accumulate in
+			// case a proxy in between streams anyway.
+			content.WriteString(r.Message.Content)
+			if r.Done {
+				done = true
+				out.PromptTokens = r.PromptEvalCount
+				out.CompletionTokens = r.EvalCount
+				out.DoneReason = r.DoneReason
+				if r.Model != "" {
+					out.Model = r.Model
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if !done {
+			return errIncomplete
+		}
+		out.Content = content.String()
+		return nil
+	})
+	out.Attempts = attempts
+	out.Duration = time.Since(start)
+	if err != nil {
+		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration}, err
+	}
+	c.log.Debug("chat",
+		zap.String("step", req.Step), zap.String("model", out.Model),
+		zap.Duration("duration", out.Duration), zap.Int("attempts", attempts),
+		zap.Int("prompt_tokens", out.PromptTokens), zap.Int("completion_tokens", out.CompletionTokens),
+		zap.String("done_reason", out.DoneReason))
+	if out.PromptTokens >= numCtx {
+		// Ollama truncates silently; the count reaching num_ctx is the only sign.
+		c.log.Warn("prompt filled the context window and was probably truncated",
+			zap.String("step", req.Step), zap.String("model", out.Model),
+			zap.Int("prompt_tokens", out.PromptTokens), zap.Int("num_ctx", numCtx))
+	}
+	return out, nil
+}
+
+// Embed implements Client.
+func (c *OllamaClient) Embed(ctx context.Context, model string, texts []string) ([][]float32, error) {
+	model, err := c.cfg.model(RoleEmbedding, model)
+	if err != nil {
+		return nil, &Error{Op: "embed", Kind: ErrNoModel, Err: err}
+	}
+	if len(texts) == 0 {
+		return nil, nil
+	}
+	out := make([][]float32, 0, len(texts))
+	for start := 0; start < len(texts); start += c.cfg.EmbedBatch {
+		batch := texts[start:min(start+c.cfg.EmbedBatch, len(texts))]
+		req := &api.EmbedRequest{Model: model, Input: batch, KeepAlive: c.keepAlive()}
+		var resp *api.EmbedResponse
+		attempts, err := c.retry(ctx, "embed", model, "", func(ctx context.Context) error {
+			var err error
+			resp, err = c.api.Embed(ctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.Embeddings) != len(batch) {
+			return nil, &Error{Op: "embed", Model: model, Attempts: attempts, Kind: ErrBadOutput,
+				Err: fmt.Errorf("got %d embeddings for %d inputs", len(resp.Embeddings), len(batch))}
+		}
+		out = append(out, resp.Embeddings...)
+	}
+	return out, nil
+}
+
+// ListModels implements Client.
+func (c *OllamaClient) ListModels(ctx context.Context) ([]string, error) {
+	var resp *api.ListResponse
+	_, err := c.retry(ctx, "list", "", "", func(ctx context.Context) error {
+		var err error
+		resp, err = c.api.List(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(resp.Models))
+	for _, m := range resp.Models {
+		n := m.Name
+		if n == "" {
+			n = m.Model
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+var errIncomplete = errors.New("response ended before done")
+
+// retry runs fn with a per-call timeout, retrying retryable failures with
+// exponential backoff. It returns the number of attempts made.
+func (c *OllamaClient) retry(ctx context.Context, op, model, step string, fn func(context.Context) error) (int, error) {
+	backoff := c.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		callCtx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+		err := fn(callCtx)
+		timedOut := errors.Is(callCtx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			return attempt, nil
+		}
+		if ctx.Err() != nil {
+			// The caller gave up: never retry, and say so plainly.
+			return attempt, fmt.Errorf("llm %s %s: %w", op, model, context.Cause(ctx))
+		}
+		e := classify(err, timedOut)
+		e.Op, e.Model, e.Step, e.Attempts = op, model, step, attempt
+		if errors.Is(e.Kind, ErrModelMissing) {
+			e.Hint = pullHint(model)
+		}
+		if errors.Is(e.Kind, ErrTimeout) {
+			e.Hint = fmt.Sprintf("each call is limited to %s (CallTimeout)", c.cfg.CallTimeout)
+		}
+		if errors.Is(e.Kind, ErrUnreachable) {
+			e.Hint = "is Ollama running at " + c.base.String() + "? start it with `ollama serve`"
+		}
+		if !retryable(e) || attempt > c.cfg.MaxRetries {
+			return attempt, e
+		}
+		wait := backoff + rand.N(backoff/2+1)
+		backoff *= 2
+		c.log.Warn("llm call failed, retrying", zap.String("op", op), zap.String("model", model),
+			zap.String("step", step), zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(e))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, fmt.Errorf("llm %s %s: %w", op, model, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// classify maps a failed request onto an error kind.
+func classify(err error, timedOut bool) *Error {
+	e := &Error{Kind: ErrServer, Err: err}
+	var se api.StatusError
+	var ae api.AuthorizationError
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	var syn *json.SyntaxError
+	var ute *json.UnmarshalTypeError
+	switch {
+	case timedOut:
+		e.Kind = ErrTimeout
+	case errors.As(err, &se):
+		e.StatusCode = se.StatusCode
+		if se.StatusCode == http.StatusNotFound && strings.Contains(strings.ToLower(se.ErrorMessage), "not found") {
+			e.Kind = ErrModelMissing
+		}
+	case errors.As(err, &ae):
+		e.StatusCode = ae.StatusCode
+	case errors.As(err, &dnsErr), errors.Is(err, syscall.ECONNREFUSED),
+		errors.As(err, &opErr) && opErr.Op == "dial":
+		e.Kind = ErrUnreachable
+	case errors.As(err, &syn), errors.As(err, &ute):
+		e.Kind = ErrBadOutput
+	}
+	return e
+}
+
+// retryable: transport trouble, timeouts, 5xx and broken bodies are worth
+// another try; a 4xx (missing model, bad request) is not.
+func retryable(e *Error) bool {
+	if errors.Is(e.Kind, ErrModelMissing) {
+		return false
+	}
+	return e.StatusCode < 400 || e.StatusCode >= 500
+}

@@ -1,0 +1,345 @@
+package prompts
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func fixtureSchema(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "schema.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const question = "What was the total revenue of paid orders per store in Los Angeles last month?"
+
+var (
+	sampleValues = []ValueMatch{
+		{Table: "stores", Column: "city", Value: "Los Angeles"},
+		{Table: "customers", Column: "city", Value: "Los Angeles"},
+		{Table: "orders", Column: "status", Value: "paid"},
+	}
+	sampleDescriptions = []Description{
+		{Name: "revenue", Text: "sum of quantity * unit_price over order_items;\nrefunded orders excluded"},
+		{Name: "orders.store_id", Text: "NULL means the order was placed online"},
+	}
+)
+
+const badSQL = "SELECT s.name, sum(oi.quantity * oi.price)\nFROM stores s\nJOIN orders o ON o.store_id = s.id\nJOIN order_items oi ON oi.order_id = o.id\nGROUP BY s.name"
+
+// goldenCases renders every template with realistic parameters.
+func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
+	schema := fixtureSchema(t)
+	return map[string]func() (Prompt, error){
+		"keywords": func() (Prompt, error) {
+			return Keywords(KeywordsParams{Question: question, Hint: "last month = the previous calendar month"})
+		},
+		"schema_selection": func() (Prompt, error) {
+			return SchemaSelection(SchemaSelectionParams{Question: question, Schema: schema, Values: sampleValues, Descriptions: sampleDescriptions})
+		},
+		"candidate": func() (Prompt, error) {
+			return Candidate(CandidateParams{
+				Question: question, Hint: "last month = the previous calendar month", Schema: schema,
+				Values: sampleValues, Descriptions: sampleDescriptions, ServerVersion: "16",
+				Examples: []Example{{Question: "How many gold customers are there?", SQL: "SELECT count(*)\nFROM customers c\nWHERE c.\"Loyalty Tier\" = 'gold'"}},
+			})
+		},
+		"fixer_error": func() (Prompt, error) {
+			return Fixer(FixerParams{
+				Question: question, Schema: schema, Values: sampleValues,
+				SQL:   badSQL,
+				Error: &ExecError{Message: `column oi.price does not exist`, SQLState: "42703", Hint: `Perhaps you meant to reference the column "oi.unit_price".`, Position: strings.Index(badSQL, "oi.price") + 1},
+			})
+		},
+		"fixer_empty": func() (Prompt, error) {
+			return Fixer(FixerParams{
+				Question: question, Schema: schema, Values: sampleValues,
+				SQL:   "SELECT s.name FROM stores s WHERE s.city = 'LA'",
+				Empty: true,
+			})
+		},
+		"fixer_nulls_guard": func() (Prompt, error) {
+			return Fixer(FixerParams{
+				Question: question, Schema: schema,
+				SQL:         "SELECT s.name, o.id FROM stores s LEFT JOIN orders o ON o.id = s.id FOR UPDATE",
+				GuardReason: "a locking clause (FOR UPDATE/SHARE) is not allowed.",
+				NullColumns: []string{"id"},
+				Sample: &Sample{Columns: []string{"name", "id"}, Rows: [][]string{
+					{"Downtown LA", "NULL"}, {"Brooklyn Heights", "NULL"}, {"Chicago Loop", "NULL"},
+					{"a", "NULL"}, {"b", "NULL"}, {"this row is not shown", "NULL"},
+				}},
+			})
+		},
+		"literal": func() (Prompt, error) {
+			return LiteralCorrection(LiteralParams{
+				Question: question, Table: "stores", Column: "city", Literal: "LA",
+				Candidates: []string{"Los Angeles", "Las Vegas", "La Jolla"},
+				SQL:        "SELECT s.name FROM stores s WHERE s.city = 'LA'",
+			})
+		},
+	}
+}
+
+func format(p Prompt) string {
+	var b strings.Builder
+	b.WriteString("===== system =====\n")
+	b.WriteString(p.System)
+	b.WriteString("\n===== user =====\n")
+	b.WriteString(p.User)
+	b.WriteString("\n")
+	if p.JSONSchema != nil {
+		b.WriteString("===== json schema =====\n")
+		b.Write(p.JSONSchema)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	for name, fn := range goldenCases(t) {
+		t.Run(name, func(t *testing.T) {
+			p, err := fn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := format(p)
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./prompts -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs from golden; run go test ./prompts -update and review the diff.\n%s", path, got)
+			}
+		})
+	}
+}
+
+// TestContracts checks each prompt's output contract: JSON steps carry a
+// valid schema whose properties are exactly the result struct's fields and
+// show a matching example; SQL steps ask for a ```sql fence.
+func TestContracts(t *testing.T) {
+	cases := goldenCases(t)
+	jsonSteps := map[string]any{
+		"keywords":         KeywordsResult{},
+		"schema_selection": SchemaSelectionResult{},
+		"literal":          LiteralResult{},
+	}
+	for name, fn := range cases {
+		p, err := fn()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		result, isJSON := jsonSteps[name]
+		if !isJSON {
+			if p.JSONSchema != nil {
+				t.Errorf("%s: SQL step has a JSON schema", name)
+			}
+			if !strings.Contains(p.User, "```sql") {
+				t.Errorf("%s: SQL step does not ask for a ```sql fence", name)
+			}
+			if !strings.Contains(p.System, "NULLS LAST") || !strings.Contains(p.System, "ILIKE") {
+				t.Errorf("%s: PostgreSQL rules missing from system prompt", name)
+			}
+			continue
+		}
+		var schema struct {
+			Type       string                     `json:"type"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		if err := json.Unmarshal(p.JSONSchema, &schema); err != nil {
+			t.Fatalf("%s: schema: %v", name, err)
+		}
+		var props []string
+		for k := range schema.Properties {
+			props = append(props, k)
+		}
+		sort.Strings(props)
+		req := append([]string(nil), schema.Required...)
+		sort.Strings(req)
+		tags := jsonTags(result)
+		if schema.Type != "object" || !reflect.DeepEqual(props, tags) || !reflect.DeepEqual(req, tags) {
+			t.Errorf("%s: schema properties %v required %v, want %v", name, props, req, tags)
+		}
+		// The example object in the prompt must decode into the result type
+		// with every field present.
+		i := strings.LastIndex(p.User, "\n{")
+		if i < 0 {
+			t.Fatalf("%s: no JSON example in prompt", name)
+		}
+		var ex map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(strings.TrimSpace(p.User[i:])), &ex); err != nil {
+			t.Fatalf("%s: example is not JSON: %v", name, err)
+		}
+		var exKeys []string
+		for k := range ex {
+			exKeys = append(exKeys, k)
+		}
+		sort.Strings(exKeys)
+		if !reflect.DeepEqual(exKeys, tags) {
+			t.Errorf("%s: example keys %v, want %v", name, exKeys, tags)
+		}
+	}
+}
+
+func jsonTags(v any) []string {
+	var out []string
+	rt := reflect.TypeOf(v)
+	for i := 0; i < rt.NumField(); i++ {
+		out = append(out, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLiteralEnum(t *testing.T) {
+	p, err := LiteralCorrection(LiteralParams{Question: "q", Column: "city", Literal: "LA", Candidates: []string{"Los Angeles", "LA ", "Lagos"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Properties struct {
+			Value struct {
+				Enum []string `json:"enum"`
+			} `json:"value"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(p.JSONSchema, &s); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Los Angeles", "LA ", "Lagos", "LA"}; !reflect.DeepEqual(s.Properties.Value.Enum, want) {
+		t.Errorf("enum = %q, want %q", s.Properties.Value.Enum, want)
+	}
+}
+
+// TestZeroOptional renders every template with only the required fields.
+func TestZeroOptional(t *testing.T) {
+	tests := map[string]func() (Prompt, error){
+		"keywords": func() (Prompt, error) { return Keywords(KeywordsParams{Question: "q?"}) },
+		"schema_selection": func() (Prompt, error) {
+			return SchemaSelection(SchemaSelectionParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
+		},
+		"candidate": func() (Prompt, error) {
+			return Candidate(CandidateParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
+		},
+		"fixer": func() (Prompt, error) {
+			return Fixer(FixerParams{Question: "q?", Schema: "CREATE TABLE t (a int);", SQL: "SELECT 1", Empty: true})
+		},
+		"fixer_error": func() (Prompt, error) {
+			return Fixer(FixerParams{Question: "q?", Schema: "CREATE TABLE t (a int);", SQL: "SELECT 1", Error: &ExecError{Message: "boom"}})
+		},
+		"literal": func() (Prompt, error) {
+			return LiteralCorrection(LiteralParams{Question: "q?", Column: "c", Literal: "x", Candidates: []string{"y"}})
+		},
+	}
+	for name, fn := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := fn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := p.System + "\n" + p.User
+			for _, bad := range []string{"<no value>", "Hint:", "Notes about the data", "Values stored", "answered before", "SQLSTATE", "Detail:", "near:", "\n\n\n"} {
+				if strings.Contains(all, bad) {
+					t.Errorf("rendered %q with empty optional fields:\n%s", bad, all)
+				}
+			}
+			if strings.Contains(p.System, "PostgreSQL ") && strings.Contains(p.System, "PostgreSQL .") {
+				t.Errorf("empty server version left a gap: %s", p.System)
+			}
+		})
+	}
+}
+
+func TestRequired(t *testing.T) {
+	tests := map[string]func() (Prompt, error){
+		"keywords question":  func() (Prompt, error) { return Keywords(KeywordsParams{Hint: "h"}) },
+		"selection schema":   func() (Prompt, error) { return SchemaSelection(SchemaSelectionParams{Question: "q"}) },
+		"candidate question": func() (Prompt, error) { return Candidate(CandidateParams{Schema: "s"}) },
+		"fixer no problem":   func() (Prompt, error) { return Fixer(FixerParams{Question: "q", Schema: "s", SQL: "SELECT 1"}) },
+		"fixer no sql":       func() (Prompt, error) { return Fixer(FixerParams{Question: "q", Schema: "s", Empty: true}) },
+		"fixer empty error": func() (Prompt, error) {
+			return Fixer(FixerParams{Question: "q", Schema: "s", SQL: "x", Error: &ExecError{}})
+		},
+		"literal candidates": func() (Prompt, error) {
+			return LiteralCorrection(LiteralParams{Question: "q", Column: "c", Literal: "x"})
+		},
+		"literal blank": func() (Prompt, error) {
+			return LiteralCorrection(LiteralParams{Question: "q", Column: " ", Literal: "x", Candidates: []string{"y"}})
+		},
+	}
+	for name, fn := range tests {
+		if _, err := fn(); !errors.Is(err, ErrMissing) {
+			t.Errorf("%s: err = %v, want ErrMissing", name, err)
+		}
+	}
+}
+
+// TestTokenBudget bounds each template's own overhead: the prompt minus the
+// schema must stay small so the schema gets the context window, and the
+// estimate must grow with the schema, not faster.
+func TestTokenBudget(t *testing.T) {
+	const maxOverhead = 900 // tokens (len/4) of instructions, values, question
+	schema := fixtureSchema(t)
+	big := strings.Repeat(schema+"\n", 10)
+	for name, fn := range goldenCases(t) {
+		p, err := fn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		overhead := p.Tokens()
+		if strings.Contains(p.User, "<schema>") {
+			overhead -= EstimateTokens(schema)
+		}
+		t.Logf("%s: %d tokens, overhead %d", name, p.Tokens(), overhead)
+		if overhead > maxOverhead {
+			t.Errorf("%s: overhead %d tokens > %d", name, overhead, maxOverhead)
+		}
+	}
+	small, err := Candidate(CandidateParams{Question: question, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := Candidate(CandidateParams{Question: question, Schema: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grow, want := large.Tokens()-small.Tokens(), EstimateTokens(big)-EstimateTokens(schema); grow > want+2 {
+		t.Errorf("prompt grew by %d tokens for %d tokens of schema", grow, want)
+	}
+}
+
+func TestFormatHelpers(t *testing.T) {
+	if got := sqlString("O'Neil"); got != "'O''Neil'" {
+		t.Errorf("sqlString = %s", got)
+	}
+	if got := near("SELECT é, price FROM t", 11); got != "`price FROM t`" {
+		t.Errorf("near = %s", got)
+	}
+	if near("SELECT 1", 0) != "" || near("SELECT 1", 99) != "" {
+		t.Error("near with bad position should be empty")
+	}
+	s := renderSample(&Sample{Columns: []string{"a"}, Rows: [][]string{{strings.Repeat("x", 100)}}})
+	if !strings.Contains(s, "…") || len([]rune(s)) > 60 {
+		t.Errorf("cell not truncated: %q", s)
+	}
+}
