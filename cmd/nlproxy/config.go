@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,27 @@ type Config struct {
 
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
+
+	Engine EngineConfig `yaml:"engine"`
+}
+
+// EngineConfig configures natural-language questions.
+type EngineConfig struct {
+	Disabled     bool     `yaml:"disabled"`
+	OllamaHost   string   `yaml:"ollama_host"`
+	Model        string   `yaml:"model"`       // generator
+	SmallModel   string   `yaml:"small_model"` // cheap steps; defaults to Model
+	EmbedModel   string   `yaml:"embed_model"` // optional
+	NumCtx       int      `yaml:"num_ctx"`
+	AskTimeout   Duration `yaml:"ask_timeout"`
+	CallTimeout  Duration `yaml:"call_timeout"`
+	TrialTimeout Duration `yaml:"trial_timeout"`
+	CacheTTL     Duration `yaml:"cache_ttl"`
+	CacheSize    int      `yaml:"cache_size"`
+	CatalogDSN   string   `yaml:"catalog_dsn"`
+	DataDir      string   `yaml:"data_dir"`
+	RefreshEvery Duration `yaml:"catalog_refresh"`
+	Glossary     string   `yaml:"glossary"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -76,7 +98,27 @@ func defaultConfig() Config {
 		ShutdownTimeout:  Duration(30 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "console",
+		Engine: EngineConfig{
+			Model:        "qwen2.5-coder:7b",
+			NumCtx:       8192,
+			AskTimeout:   Duration(2 * time.Minute),
+			CallTimeout:  Duration(90 * time.Second),
+			TrialTimeout: Duration(5 * time.Second),
+			CacheTTL:     Duration(10 * time.Minute),
+			CacheSize:    1000,
+			DataDir:      defaultDataDir(),
+			RefreshEvery: Duration(10 * time.Minute),
+		},
 	}
+}
+
+// defaultDataDir keeps catalog snapshots in the user's cache directory.
+func defaultDataDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "nlproxy", "catalog")
 }
 
 // upstreamList is the repeatable --upstream flag: "URL" or "database=URL".
@@ -167,6 +209,22 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "on SIGTERM/SIGINT, how long to let sessions drain (env NLPROXY_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
+	e := &cfg.Engine
+	fs.BoolVar(&e.Disabled, "no-engine", e.Disabled, "relay only: answer natural-language statements with an error (env NLPROXY_NO_ENGINE)")
+	fs.StringVar(&e.OllamaHost, "ollama-host", e.OllamaHost, "Ollama server (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
+	fs.StringVar(&e.Model, "model", e.Model, "Ollama model that writes SQL (env NLPROXY_MODEL)")
+	fs.StringVar(&e.SmallModel, "small-model", e.SmallModel, "Ollama model for cheap steps such as keyword extraction; default: --model (env NLPROXY_SMALL_MODEL)")
+	fs.StringVar(&e.EmbedModel, "embed-model", e.EmbedModel, "optional Ollama embedding model for retrieval (env NLPROXY_EMBED_MODEL)")
+	fs.IntVar(&e.NumCtx, "num-ctx", e.NumCtx, "context window requested from the model, tokens (env NLPROXY_NUM_CTX)")
+	fs.Var(&e.AskTimeout, "ask-timeout", "time allowed for translating one question (env NLPROXY_ASK_TIMEOUT)")
+	fs.Var(&e.CallTimeout, "llm-call-timeout", "time allowed for one model call (env NLPROXY_LLM_CALL_TIMEOUT)")
+	fs.Var(&e.TrialTimeout, "trial-timeout", "statement_timeout of the engine's trial runs (env NLPROXY_TRIAL_TIMEOUT)")
+	fs.Var(&e.CacheTTL, "cache-ttl", "how long a translation is reused for the same question, role and schema; 0 disables (env NLPROXY_CACHE_TTL)")
+	fs.IntVar(&e.CacheSize, "cache-size", e.CacheSize, "translations kept in the cache (env NLPROXY_CACHE_SIZE)")
+	fs.StringVar(&e.CatalogDSN, "catalog-dsn", e.CatalogDSN, "credentials (user, password) the catalog reads schemas and values with; default: the upstream URL's (env NLPROXY_CATALOG_DSN)")
+	fs.StringVar(&e.DataDir, "data-dir", e.DataDir, "where catalog snapshots are kept; empty keeps them in memory (env NLPROXY_DATA_DIR)")
+	fs.Var(&e.RefreshEvery, "catalog-refresh", "how often the catalog re-checks the schema; DDL seen by the proxy also triggers it; 0 = only on DDL (env NLPROXY_CATALOG_REFRESH)")
+	fs.StringVar(&e.Glossary, "glossary", e.Glossary, "optional YAML glossary of business terms (env NLPROXY_GLOSSARY)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -262,6 +320,23 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	duration("NLPROXY_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
 	str("NLPROXY_LOG_LEVEL", &cfg.LogLevel)
 	str("NLPROXY_LOG_FORMAT", &cfg.LogFormat)
+	e := &cfg.Engine
+	boolean("NLPROXY_NO_ENGINE", &e.Disabled)
+	str("OLLAMA_HOST", &e.OllamaHost)
+	str("NLPROXY_OLLAMA_HOST", &e.OllamaHost)
+	str("NLPROXY_MODEL", &e.Model)
+	str("NLPROXY_SMALL_MODEL", &e.SmallModel)
+	str("NLPROXY_EMBED_MODEL", &e.EmbedModel)
+	integer("NLPROXY_NUM_CTX", &e.NumCtx)
+	duration("NLPROXY_ASK_TIMEOUT", &e.AskTimeout)
+	duration("NLPROXY_LLM_CALL_TIMEOUT", &e.CallTimeout)
+	duration("NLPROXY_TRIAL_TIMEOUT", &e.TrialTimeout)
+	duration("NLPROXY_CACHE_TTL", &e.CacheTTL)
+	integer("NLPROXY_CACHE_SIZE", &e.CacheSize)
+	str("NLPROXY_CATALOG_DSN", &e.CatalogDSN)
+	str("NLPROXY_DATA_DIR", &e.DataDir)
+	duration("NLPROXY_CATALOG_REFRESH", &e.RefreshEvery)
+	str("NLPROXY_GLOSSARY", &e.Glossary)
 	return firstErr
 }
 
@@ -307,6 +382,14 @@ func (c Config) validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if !c.Engine.Disabled {
+		if c.Engine.Model == "" {
+			errs = append(errs, errors.New("model is empty (set --model, or --no-engine to relay only)"))
+		}
+		if c.Engine.NumCtx < 512 {
+			errs = append(errs, fmt.Errorf("num-ctx %d is too small (at least 512)", c.Engine.NumCtx))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
-	"github.com/nlproxy/nlproxy/proxy"
 )
 
 const (
@@ -65,12 +63,25 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return fmt.Errorf("listen: %w", err)
 		}
 	}
-	srv := &proxy.Server{
-		Upstreams: []proxy.Upstream{{Address: cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		OnDDL: func(database, tag string) {
-			logger.Debug("DDL seen", zap.String("database", database), zap.String("tag", tag))
-		},
-		Logger: logger,
+	cfg := defaultConfig()
+	cfg.Upstreams = []UpstreamEntry{{URL: cluster.URL(demoRole, demoPassword, demoDatabase)}}
+	cfg.Engine.CatalogDSN = cluster.DSN("postgres")
+	cfg.Engine.DataDir = "" // throwaway cluster, throwaway catalog
+	if err := applyEnv(&cfg, os.Getenv); err != nil {
+		return err
+	}
+	srv, err := newServer(cfg, logger)
+	if err != nil {
+		return err
+	}
+	parts, err := buildEngine(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer parts.Close()
+	parts.attach(srv)
+	if _, err := parts.catalogs.Get(startCtx, demoDatabase); err != nil {
+		return fmt.Errorf("demo catalog: %w", err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	fmt.Fprintf(stdout, `
@@ -87,7 +98,7 @@ Try:
 
 %s
 Press Ctrl-C to stop; the cluster and its files are removed.
-`, demoDatabase, cluster.Addr(), addr, demoRole, demoPassword, addr.Port, demoDatabase, ollamaStatus(ctx))
+`, demoDatabase, cluster.Addr(), addr, demoRole, demoPassword, addr.Port, demoDatabase, parts.ollamaStatus(ctx))
 	return serveUntilDone(ctx, srv, ln, 5*time.Second, logger)
 }
 
@@ -113,36 +124,27 @@ func loadDemoData(ctx context.Context, cluster *pgtest.Cluster) error {
 	return nil
 }
 
-// ollamaStatus says whether a local Ollama answers at OLLAMA_HOST and, when it
-// does not, how to start one.
-func ollamaStatus(ctx context.Context) string {
-	u, err := llm.ParseHost(os.Getenv("OLLAMA_HOST"))
-	if err != nil {
-		return fmt.Sprintf("Ollama: OLLAMA_HOST is not usable: %v", err)
-	}
-	base := u.String()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+// ollamaStatus says whether Ollama answers with the configured models and,
+// when not, how to get there.
+func (p *engineParts) ollamaStatus(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/tags", nil)
+	err := llm.CheckModels(ctx, p.llm, p.llmConfig)
 	if err == nil {
-		var resp *http.Response
-		if resp, err = http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return fmt.Sprintf("Ollama: answering at %s.", base)
-			}
-			err = fmt.Errorf("HTTP %s", resp.Status)
-		}
+		return fmt.Sprintf("Ollama: ready at %s with model %s.", p.llm.BaseURL(), p.llmConfig.Models[llm.RoleGenerator])
 	}
-	var hint string
-	if errors.Is(err, context.DeadlineExceeded) {
-		hint = "it did not answer within 2s"
-	} else {
-		hint = err.Error()
+	var le *llm.Error
+	hint := ""
+	if errors.As(err, &le) && le.Hint != "" {
+		hint = "\n  " + le.Hint
 	}
-	return fmt.Sprintf(`Ollama: NOT reachable at %s (%s).
+	if errors.Is(err, llm.ErrModelMissing) {
+		return fmt.Sprintf("Ollama: answering at %s, but a configured model is missing: %v%s", p.llm.BaseURL(), err, hint)
+	}
+	return fmt.Sprintf(`Ollama: NOT reachable at %s (%v).
   Natural-language questions need a local model. Start one with:
     ollama serve &
-    ollama pull qwen2.5-coder:7b
-  (or set OLLAMA_HOST to where it runs). Ordinary SQL works without it.`, base, hint)
+    ollama pull %s
+  (or set OLLAMA_HOST to where it runs; NLPROXY_MODEL picks another model).
+  Ordinary SQL works without it.`, p.llm.BaseURL(), err, p.llmConfig.Models[llm.RoleGenerator])
 }

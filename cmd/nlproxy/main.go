@@ -84,6 +84,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !cfg.Engine.Disabled {
+		parts, err := buildEngine(cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer parts.Close()
+		parts.attach(srv)
+		go parts.checkModels(ctx, logger)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -128,6 +137,10 @@ func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
 		u, err := proxy.ParseUpstream(e.Database, e.URL)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %q: %w", formatUpstream(e), err)
+		}
+		if e.Database == "" {
+			// The default route serves every database: pass the client's name through.
+			u.OverrideDatabase = ""
 		}
 		srv.Upstreams = append(srv.Upstreams, u)
 	}

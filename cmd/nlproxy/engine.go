@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/proxy"
+)
+
+// engineParts is the engine and what must be closed with it.
+type engineParts struct {
+	translator proxy.Translator
+	catalogs   *catalog.Manager
+	llm        *llm.OllamaClient
+	llmConfig  llm.Config
+}
+
+func (p *engineParts) Close() error {
+	if p == nil || p.catalogs == nil {
+		return nil
+	}
+	return p.catalogs.Close()
+}
+
+// buildEngine wires the Ollama client, the catalog manager and the engine.
+// It does not contact Ollama or Postgres; checkModels does the former.
+func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
+	ec := cfg.Engine
+	small := ec.SmallModel
+	if small == "" {
+		small = ec.Model
+	}
+	lcfg := llm.Config{
+		Host:        ec.OllamaHost,
+		Models:      map[llm.Role]string{llm.RoleGenerator: ec.Model, llm.RoleSmall: small, llm.RoleEmbedding: ec.EmbedModel},
+		NumCtx:      ec.NumCtx,
+		CallTimeout: time.Duration(ec.CallTimeout),
+		Logger:      logger.Named("llm"),
+	}
+	client, err := llm.New(lcfg)
+	if err != nil {
+		return nil, fmt.Errorf("ollama client: %w", err)
+	}
+	connect, err := catalogConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mgr := &catalog.Manager{
+		DataDir:         ec.DataDir,
+		Connect:         connect,
+		Logger:          logger.Named("catalog"),
+		RefreshInterval: time.Duration(ec.RefreshEvery),
+	}
+	if ec.EmbedModel != "" {
+		emb := client.Embedder(ec.EmbedModel)
+		mgr.DescOptions = descindex.Options{Embedder: emb}
+	}
+	if ec.Glossary != "" {
+		docs, err := descindex.LoadGlossary(ec.Glossary)
+		if err != nil {
+			return nil, fmt.Errorf("glossary: %w", err)
+		}
+		mgr.Glossary = docs
+	}
+	eng := &engine.Engine{
+		LLM:          client,
+		Catalogs:     mgr,
+		Cache:        engine.NewCache(ec.CacheSize, time.Duration(ec.CacheTTL)),
+		Logger:       logger.Named("engine"),
+		AskTimeout:   time.Duration(ec.AskTimeout),
+		TrialTimeout: time.Duration(ec.TrialTimeout),
+		NumCtx:       ec.NumCtx,
+	}
+	return &engineParts{translator: bridge.Translator{Engine: eng}, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
+}
+
+// attach makes srv answer natural-language statements with the engine and
+// refresh the catalog when DDL passes through.
+func (p *engineParts) attach(srv *proxy.Server) {
+	srv.Translator = p.translator
+	srv.OnDDL = func(database, tag string) { p.catalogs.Refresh(database) }
+}
+
+// checkModels logs, at start, whether Ollama answers and has the configured
+// models; a missing model is a warning, not a failure: plain SQL still works.
+func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := llm.CheckModels(ctx, p.llm, p.llmConfig); err != nil {
+		var le *llm.Error
+		hint := ""
+		if errors.As(err, &le) {
+			hint = le.Hint
+		}
+		logger.Warn("natural-language questions will fail until the model server is ready",
+			zap.String("ollama", p.llm.BaseURL()), zap.Error(err), zap.String("hint", hint))
+		return
+	}
+	logger.Info("ollama ready", zap.String("ollama", p.llm.BaseURL()))
+}
+
+// catalogConnector opens catalog connections to the upstream that serves a
+// database, with the catalog role's credentials when --catalog-dsn gives them.
+func catalogConnector(cfg Config) (func(ctx context.Context, database string) (*pgx.Conn, error), error) {
+	var creds *pgx.ConnConfig
+	if cfg.Engine.CatalogDSN != "" {
+		c, err := pgx.ParseConfig(cfg.Engine.CatalogDSN)
+		if err != nil {
+			return nil, fmt.Errorf("catalog-dsn: %w", err)
+		}
+		creds = c
+	}
+	routes := map[string]*pgx.ConnConfig{}
+	for _, u := range cfg.Upstreams {
+		c, err := pgx.ParseConfig(u.URL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream %q: %w", formatUpstream(u), err)
+		}
+		routes[u.Database] = c
+	}
+	return func(ctx context.Context, database string) (*pgx.Conn, error) {
+		base, routed := routes[database]
+		if !routed {
+			base = routes[""]
+		}
+		if base == nil {
+			return nil, fmt.Errorf("no upstream serves database %q", database)
+		}
+		c := base.Copy()
+		if !routed {
+			c.Database = database // the default route passes the database name through
+		}
+		if creds != nil {
+			c.User, c.Password = creds.User, creds.Password
+		}
+		c.RuntimeParams["application_name"] = "nlproxy-catalog"
+		return pgx.ConnectConfig(ctx, c)
+	}, nil
+}

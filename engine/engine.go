@@ -1,0 +1,477 @@
+// Package engine turns a natural-language question into one read-only SQL
+// statement for a PostgreSQL database: retrieval from the catalog, schema
+// selection, generation with a local model, guard, bounded trial runs on the
+// asking client's own session, fixing and literal correction.
+//
+// Only the `fast` profile exists so far: keywords → retrieval → schema →
+// one candidate → guard → trial run → fixer (≤ 3 rounds).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/prompts"
+)
+
+// Catalogs gives the engine the catalog snapshot of a database
+// (catalog.Manager implements it).
+type Catalogs interface {
+	Get(ctx context.Context, database string) (*catalog.Snapshot, error)
+}
+
+// Engine translates questions. Configure it by its fields; the zero values of
+// the optional ones are sensible defaults. Safe for concurrent use.
+type Engine struct {
+	LLM      llm.Client
+	Catalogs Catalogs
+	Cache    *Cache // nil: no caching
+	Logger   *zap.Logger
+
+	AskTimeout      time.Duration // whole translation; default 2m
+	TrialTimeout    time.Duration // statement_timeout of a trial run; default 5s
+	TrialRows       int           // rows a trial run reads; default 50
+	MaxFixRounds    int           // default 3
+	NumCtx          int           // context window asked of the model; default 8192
+	SchemaMaxTokens int           // schema budget in the prompt; default NumCtx/2
+	Guard           guard.Options
+}
+
+// Request is one question.
+type Request struct {
+	Question string
+	Database string
+	Role     string   // the asking client's role: cache key, and whose privileges apply
+	TxStatus TxStatus // the client's session status when it asked
+	Exec     Executor // the client's own upstream session
+}
+
+// Result is the settled SQL and how it was reached.
+type Result struct {
+	SQL    string
+	Trace  *Trace
+	Cached bool
+}
+
+func (e *Engine) defaults() Engine {
+	c := *e
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.AskTimeout <= 0 {
+		c.AskTimeout = 2 * time.Minute
+	}
+	if c.TrialTimeout <= 0 {
+		c.TrialTimeout = 5 * time.Second
+	}
+	if c.TrialRows <= 0 {
+		c.TrialRows = 50
+	}
+	if c.MaxFixRounds <= 0 {
+		c.MaxFixRounds = 3
+	}
+	if c.NumCtx <= 0 {
+		c.NumCtx = llm.DefaultNumCtx
+	}
+	if c.SchemaMaxTokens <= 0 {
+		c.SchemaMaxTokens = c.NumCtx / 2
+	}
+	return c
+}
+
+// ask is the state of one translation as it moves through the stages.
+type ask struct {
+	req      Request
+	snap     *catalog.Snapshot
+	trace    *Trace
+	keywords []string
+	values   []valueindex.Match
+	descs    []descindex.Hit
+	schema   string
+}
+
+// Translate runs the pipeline for one question.
+func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
+	cfg := e.defaults()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.AskTimeout)
+	defer cancel()
+
+	a := &ask{req: req, trace: &Trace{}}
+	res, err := cfg.translate(ctx, a)
+	a.trace.Total = time.Since(start)
+	if err != nil {
+		err = cfg.classify(ctx, err)
+		cfg.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("question", req.Question),
+			zap.Object("trace", a.trace), zap.Error(err))
+		return nil, err
+	}
+	res.Trace = a.trace
+	cfg.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("question", req.Question),
+		zap.String("sql", res.SQL), zap.Object("trace", a.trace))
+	return res, nil
+}
+
+func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
+	if strings.TrimSpace(a.req.Question) == "" {
+		return nil, &Error{Code: "42601", Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask: how many orders are open? */"}
+	}
+	if a.req.TxStatus == TxFailed {
+		return nil, ErrFailedTransaction
+	}
+	st := a.trace.begin("catalog")
+	snap, err := e.Catalogs.Get(ctx, a.req.Database)
+	a.trace.end(st)
+	if err != nil {
+		return nil, &Error{Code: CodeSystemError, Message: "nlproxy: the catalog of database " + a.req.Database + " is not available", Err: err,
+			Hint: "Check that nlproxy's catalog role can connect and read the schema; see the proxy log."}
+	}
+	a.snap = snap
+
+	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint, Role: a.req.Role}
+	if sql, ok := e.Cache.Get(key); ok {
+		a.trace.CacheHit = true
+		return &Result{SQL: sql, Cached: true}, nil
+	}
+
+	if err := e.extractKeywords(ctx, a); err != nil {
+		return nil, err
+	}
+	e.retrieve(ctx, a)
+	e.selectSchema(a)
+
+	sql, err := e.generate(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	sql, err = e.settle(ctx, a, sql)
+	if err != nil {
+		return nil, err
+	}
+	e.Cache.Put(key, sql)
+	return &Result{SQL: sql}, nil
+}
+
+// extractKeywords asks the small model for keywords and entities; when its
+// answer is unusable the lexical fallback keeps the ask going.
+func (e *Engine) extractKeywords(ctx context.Context, a *ask) error {
+	st := a.trace.begin("keywords")
+	defer a.trace.end(st)
+	p, err := prompts.Keywords(prompts.KeywordsParams{Question: a.req.Question})
+	if err != nil {
+		return err
+	}
+	var out prompts.KeywordsResult
+	resp, err := llm.ChatJSON(ctx, e.LLM, e.chat(llm.RoleSmall, "keywords", p, 0), &out)
+	st.LLMCalls += max(resp.Attempts, 1)
+	st.PromptTokens += resp.PromptTokens
+	st.CompletionTokens += resp.CompletionTokens
+	switch {
+	case errors.Is(err, llm.ErrBadOutput):
+		a.keywords = lexicalKeywords(a.req.Question)
+		st.Note = "model answer unusable; lexical keywords"
+		return nil
+	case err != nil:
+		return err
+	}
+	seen := map[string]bool{}
+	for _, k := range append(out.Entities, out.Keywords...) {
+		k = strings.TrimSpace(k)
+		if k != "" && !seen[strings.ToLower(k)] {
+			seen[strings.ToLower(k)] = true
+			a.keywords = append(a.keywords, k)
+		}
+	}
+	if len(a.keywords) == 0 {
+		a.keywords = lexicalKeywords(a.req.Question)
+		st.Note = "model found no keywords; lexical keywords"
+		return nil
+	}
+	st.Note = strings.Join(a.keywords, ", ")
+	return nil
+}
+
+// retrieve looks the keywords up in the value index and the question in the
+// description/glossary index.
+func (e *Engine) retrieve(ctx context.Context, a *ask) {
+	st := a.trace.begin("retrieval")
+	defer a.trace.end(st)
+	if a.snap.Values != nil {
+		a.values = a.snap.Values.Lookup(ctx, a.keywords, valueindex.LookupOptions{})
+	}
+	if a.snap.Descriptions != nil {
+		a.descs = a.snap.Descriptions.Search(ctx, a.req.Question+" "+strings.Join(a.keywords, " "), 8)
+	}
+	st.Note = fmt.Sprintf("%d values, %d descriptions", len(a.values), len(a.descs))
+}
+
+// generate asks the generator for one candidate.
+func (e *Engine) generate(ctx context.Context, a *ask) (string, error) {
+	st := a.trace.begin("generate")
+	defer a.trace.end(st)
+	p, err := prompts.Candidate(prompts.CandidateParams{
+		Question:     a.req.Question,
+		Schema:       a.schema,
+		Values:       promptValues(a.values),
+		Descriptions: promptDescriptions(a.descs),
+	})
+	if err != nil {
+		return "", err
+	}
+	sql, resp, err := llm.ChatSQL(ctx, e.LLM, e.chat(llm.RoleGenerator, "generate", p, 0))
+	st.LLMCalls += max(resp.Attempts, 1)
+	st.PromptTokens += resp.PromptTokens
+	st.CompletionTokens += resp.CompletionTokens
+	if err != nil {
+		return "", err
+	}
+	st.Note = sql
+	return sql, nil
+}
+
+// problem is why a candidate cannot be the answer yet.
+type problem struct {
+	guardReason string
+	execErr     *ServerError
+	empty       bool
+	nullColumns []string
+	sample      *prompts.Sample
+}
+
+func (p problem) String() string {
+	switch {
+	case p.guardReason != "":
+		return "rejected by the guard: " + p.guardReason
+	case p.execErr != nil:
+		return "failed: " + p.execErr.Error()
+	case p.empty:
+		return "returned no rows"
+	default:
+		return "mostly NULL in " + strings.Join(p.nullColumns, ", ")
+	}
+}
+
+// settle checks a candidate and repairs it until it passes the guard and runs
+// cleanly, at most MaxFixRounds fixes. An empty or NULL-heavy result gets one
+// fix; if the fix is no better, the first clean SQL stands (empty can be right).
+func (e *Engine) settle(ctx context.Context, a *ask, sql string) (string, error) {
+	var fallback string // ran without error, but with an empty/NULL-heavy result
+	softFixed := false
+	var last problem
+	for round := 0; ; round++ {
+		sql = e.correctLiterals(ctx, a, sql)
+		prob, err := e.check(ctx, a, sql)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case prob == nil:
+			return sql, nil
+		case prob.guardReason == "" && prob.execErr == nil:
+			if fallback == "" {
+				fallback = sql
+			}
+			if softFixed {
+				return fallback, nil
+			}
+			softFixed = true
+		}
+		last = *prob
+		if round >= e.MaxFixRounds {
+			break
+		}
+		fixed, err := e.fix(ctx, a, sql, *prob)
+		if err != nil {
+			if errors.Is(err, llm.ErrBadOutput) && fallback != "" {
+				return fallback, nil
+			}
+			return "", err
+		}
+		sql = fixed
+	}
+	if fallback != "" {
+		return fallback, nil
+	}
+	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
+	if last.guardReason != "" {
+		code = CodeInsufficientPriv
+		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint
+	}
+	return "", &Error{Code: code, Message: fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", e.MaxFixRounds, last),
+		Hint: hint, Err: ErrNoUsableSQL}
+}
+
+// check runs the guard and a bounded trial run; nil problem means usable.
+func (e *Engine) check(ctx context.Context, a *ask, sql string) (*problem, error) {
+	st := a.trace.begin("check")
+	defer a.trace.end(st)
+	if _, err := guard.Check(sql, e.Guard); err != nil {
+		var rej *guard.RejectError
+		if errors.As(err, &rej) {
+			st.Note = "guard: " + rej.Reason
+			return &problem{guardReason: rej.Reason}, nil
+		}
+		return nil, err
+	}
+	rows, err := trialRun(ctx, a.req.Exec, a.req.TxStatus, sql, e.TrialTimeout, e.TrialRows)
+	if err != nil {
+		var se *ServerError
+		if errors.As(err, &se) && ctx.Err() == nil {
+			st.Note = "trial: " + se.Error()
+			return &problem{execErr: se}, nil
+		}
+		return nil, err
+	}
+	if len(rows.Values) == 0 {
+		st.Note = "trial: no rows"
+		return &problem{empty: true}, nil
+	}
+	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
+		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
+		return &problem{nullColumns: nulls, sample: sampleOf(rows, 5)}, nil
+	}
+	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
+	return nil, nil
+}
+
+// fix asks the generator to repair sql given what went wrong.
+func (e *Engine) fix(ctx context.Context, a *ask, sql string, prob problem) (string, error) {
+	st := a.trace.begin("fix")
+	defer a.trace.end(st)
+	params := prompts.FixerParams{
+		Question:     a.req.Question,
+		Schema:       a.schema,
+		Values:       promptValues(a.values),
+		Descriptions: promptDescriptions(a.descs),
+		SQL:          sql,
+		GuardReason:  prob.guardReason,
+		Empty:        prob.empty,
+		NullColumns:  prob.nullColumns,
+		Sample:       prob.sample,
+	}
+	if se := prob.execErr; se != nil {
+		params.Error = &prompts.ExecError{Message: se.Message, SQLState: se.Code, Detail: se.Detail, Hint: se.Hint, Position: se.Position}
+	}
+	p, err := prompts.Fixer(params)
+	if err != nil {
+		return "", err
+	}
+	fixed, resp, err := llm.ChatSQL(ctx, e.LLM, e.chat(llm.RoleGenerator, "fix", p, 0))
+	st.LLMCalls += max(resp.Attempts, 1)
+	st.PromptTokens += resp.PromptTokens
+	st.CompletionTokens += resp.CompletionTokens
+	st.Note = prob.String()
+	return fixed, err
+}
+
+func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature float64) llm.ChatRequest {
+	return llm.ChatRequest{
+		Role:        role,
+		System:      p.System,
+		Messages:    []llm.Message{{Role: llm.SpeakerUser, Content: p.User}},
+		Temperature: temperature,
+		JSONSchema:  p.JSONSchema,
+		NumCtx:      e.NumCtx,
+		Step:        step,
+	}
+}
+
+// nullHeavyColumns are columns NULL in at least 80% of a result of 3+ rows,
+// the CHESS/CHASE signal of a wrong join or column.
+func nullHeavyColumns(rows *Rows) []string {
+	if len(rows.Values) < 3 {
+		return nil
+	}
+	var out []string
+	for j, name := range rows.Columns {
+		nulls := 0
+		for _, r := range rows.Values {
+			if r[j] == nil {
+				nulls++
+			}
+		}
+		if nulls*5 >= len(rows.Values)*4 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func sampleOf(rows *Rows, n int) *prompts.Sample {
+	s := &prompts.Sample{Columns: rows.Columns}
+	for i, r := range rows.Values {
+		if i == n {
+			break
+		}
+		row := make([]string, len(r))
+		for j, v := range r {
+			if v == nil {
+				row[j] = "NULL"
+			} else {
+				row[j] = *v
+			}
+		}
+		s.Rows = append(s.Rows, row)
+	}
+	return s
+}
+
+func promptValues(ms []valueindex.Match) []prompts.ValueMatch {
+	out := make([]prompts.ValueMatch, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, prompts.ValueMatch{Table: m.Table, Column: m.Column, Value: m.Value})
+	}
+	return out
+}
+
+func promptDescriptions(hits []descindex.Hit) []prompts.Description {
+	out := make([]prompts.Description, 0, len(hits))
+	for _, h := range hits {
+		name := h.Term
+		if name == "" {
+			name = strings.Trim(h.Table+"."+h.Column, ".")
+		}
+		out = append(out, prompts.Description{Name: name, Text: h.Text})
+	}
+	return out
+}
+
+// classify turns any failure into an *Error with a SQLSTATE and a hint.
+func (e *Engine) classify(ctx context.Context, err error) error {
+	var ee *Error
+	if errors.As(err, &ee) {
+		return err
+	}
+	var le *llm.Error
+	hint := ""
+	if errors.As(err, &le) {
+		hint = le.Hint
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
+		return &Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
+			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout.", Err: err}
+	case errors.Is(err, llm.ErrModelMissing):
+		return &Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
+	case errors.Is(err, llm.ErrUnreachable):
+		return &Error{Code: CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint, Err: err}
+	case errors.Is(err, llm.ErrBadOutput):
+		return &Error{Code: CodeNoUsableSQL, Message: "nlproxy: the model did not produce usable SQL",
+			Hint: "Rephrase the question or use a stronger generator model.", Err: err}
+	case errors.Is(err, llm.ErrServer) || errors.Is(err, llm.ErrNoModel):
+		return &Error{Code: CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint, Err: err}
+	}
+	return &Error{Code: CodeInternalError, Message: "nlproxy: internal error while translating the question", Err: err}
+}
