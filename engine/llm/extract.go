@@ -162,6 +162,14 @@ func ExtractSQL(text string) (string, error) {
 			}
 		}
 	}
+	// A SQL fence holding something other than a query (DELETE, DROP, DO …)
+	// is still the model's answer: return it so the guard can reject it with
+	// a reason, instead of reporting "no SQL".
+	for i := len(sqlFences) - 1; i >= 0; i-- {
+		if body := strings.TrimRight(strings.TrimSpace(sqlFences[i].body), "; \t\n"); body != "" {
+			return body, nil
+		}
+	}
 	if tags := reSQLTag.FindAllStringSubmatch(s, -1); len(tags) > 0 {
 		for i := len(tags) - 1; i >= 0; i-- {
 			if stmt := statement(tags[i][1], reCodeStart, false); stmt != "" {

@@ -75,7 +75,6 @@ func TestExtractSQLRejects(t *testing.T) {
 		{"title-case prose", "Select a table and With care."},
 		{"refusal in fence", "```\nI don't know\n```"},
 		{"bare keyword", "SELECT"},
-		{"non-query statement", "```sql\nDELETE FROM t;\n```"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +86,20 @@ func TestExtractSQLRejects(t *testing.T) {
 				t.Fatalf("error %v is not ErrBadOutput", err)
 			}
 		})
+	}
+}
+
+// A write in a SQL fence is passed on, so the guard rejects it with a reason
+// (and the fixer is told why) rather than the ask failing as "no SQL".
+func TestExtractSQLPassesNonQueryFenceToGuard(t *testing.T) {
+	for in, want := range map[string]string{
+		"```sql\nDELETE FROM t;\n```":                  "DELETE FROM t",
+		"Here:\n```sql\nDROP TABLE orders\n```\nDone.": "DROP TABLE orders",
+	} {
+		got, err := ExtractSQL(in)
+		if err != nil || got != want {
+			t.Errorf("ExtractSQL(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
 

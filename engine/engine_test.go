@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/sampledb"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+// Substrings that tell the pipeline's prompts apart (see prompts/templates).
+const (
+	keywordsPrompt  = "You pick search terms"
+	candidatePrompt = "Divide: split the question"
+	fixerPrompt     = "did not work as it should"
+)
+
+type fixture struct {
+	cluster *pgtest.Cluster
+	fake    *fakeollama.Server
+	cats    *catalog.Manager
+	conn    *pgconn.PgConn
+}
+
+const storesDDL = `
+CREATE TABLE stores (id int PRIMARY KEY, city text NOT NULL);
+COMMENT ON COLUMN stores.city IS 'city of the store, abbreviated';
+CREATE TABLE sales (id int PRIMARY KEY, store_id int NOT NULL REFERENCES stores(id), amount numeric NOT NULL);
+INSERT INTO stores VALUES (1, 'LA'), (2, 'NYC'), (3, 'Chicago');
+INSERT INTO sales SELECT g, 1 + g % 3, g FROM generate_series(1, 30) g;
+CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'INSERT INTO sales VALUES (1000, 1, 1) RETURNING id';
+`
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	cluster := pgtest.New(t, pgtest.Options{})
+	if err := cluster.Exec(ctx, "postgres", storesDDL); err != nil {
+		t.Fatal(err)
+	}
+	fake := fakeollama.New(t, fakeollama.Options{})
+	cats := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
+		return cluster.Connect(ctx, database)
+	}}
+	t.Cleanup(func() { cats.Close() })
+	cfg, err := pgconn.ParseConfig(cluster.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return &fixture{cluster: cluster, fake: fake, cats: cats, conn: conn}
+}
+
+func (f *fixture) engine(t *testing.T) *Engine {
+	t.Helper()
+	client, err := llm.New(llm.Config{
+		Host:        f.fake.URL(),
+		Models:      map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
+		CallTimeout: 2 * time.Second,
+		MaxRetries:  -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Engine{LLM: client, Catalogs: f.cats, Cache: NewCache(10, time.Minute), TrialTimeout: time.Second}
+}
+
+func (f *fixture) request(q string) Request {
+	return Request{Question: q, Database: "postgres", Role: "postgres", TxStatus: TxIdle, Exec: connExecutor{f.conn}}
+}
+
+func sqlReply(sql string) string {
+	return "Sub-questions:\n1. the rows -> " + sql + "\n```sql\n" + sql + "\n```"
+}
+
+func TestTranslate(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	tests := []struct {
+		name      string
+		question  string
+		keywords  string // reply of the keywords step
+		candidate string
+		fixes     []string // replies of successive fixer calls
+		wantSQL   []string // substrings of the settled SQL
+		wantCode  string   // SQLSTATE when the ask must fail
+		wantCalls int
+	}{
+		{
+			name:      "first try",
+			question:  "total sales amount",
+			keywords:  `{"keywords": ["sales", "amount"], "entities": []}`,
+			candidate: sqlReply("SELECT sum(amount) FROM sales"),
+			wantSQL:   []string{"sum(amount)"},
+			wantCalls: 2,
+		},
+		{
+			name:      "literal corrected to the stored abbreviation",
+			question:  "sales of the Los Angeles store",
+			keywords:  `{"keywords": ["sales", "store"], "entities": ["Los Angeles"]}`,
+			candidate: sqlReply("SELECT sum(s.amount) FROM sales s JOIN stores st ON st.id = s.store_id WHERE st.city = 'Los Angeles'"),
+			wantSQL:   []string{"st.city = 'LA'"},
+			wantCalls: 2,
+		},
+		{
+			name:      "execution error fixed",
+			question:  "how many stores",
+			keywords:  `{"keywords": ["stores"]}`,
+			candidate: sqlReply("SELECT count(store_name) FROM stores"),
+			fixes:     []string{sqlReply("SELECT count(*) FROM stores")},
+			wantSQL:   []string{"count(*)"},
+			wantCalls: 3,
+		},
+		{
+			name:      "keywords garbage falls back to lexical",
+			question:  "list every store city",
+			keywords:  "Sure! Here are some keywords: stores, city",
+			candidate: sqlReply("SELECT city FROM stores"),
+			wantSQL:   []string{"SELECT city FROM stores"},
+			wantCalls: 3, // keywords + its one repair + candidate
+		},
+		{
+			name:      "writes rejected every round",
+			question:  "remove all sales",
+			keywords:  `{"keywords": ["sales"]}`,
+			candidate: sqlReply("DELETE FROM sales"),
+			fixes:     []string{sqlReply("DROP TABLE sales"), sqlReply("WITH d AS (DELETE FROM sales RETURNING *) SELECT count(*) FROM d"), sqlReply("DELETE FROM sales WHERE id = 1")},
+			wantCode:  CodeInsufficientPriv,
+			wantCalls: 5,
+		},
+		{
+			name:      "a side-effecting function the guard cannot see fails in the read-only trial",
+			question:  "bump it",
+			keywords:  `{"keywords": ["bump"]}`,
+			candidate: sqlReply("SELECT bump()"),
+			fixes:     []string{sqlReply("SELECT bump()"), sqlReply("SELECT bump()"), sqlReply("SELECT bump()")},
+			wantCode:  CodeNoUsableSQL,
+			wantCalls: 5,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.fake.Reset()
+			rules := []fakeollama.Rule{
+				{Name: "keywords", PromptContains: []string{keywordsPrompt, tt.question}, Reply: tt.keywords},
+				{Name: "candidate", PromptContains: []string{candidatePrompt, tt.question}, Reply: tt.candidate},
+			}
+			for _, fix := range tt.fixes {
+				rules = append(rules, fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: fix, Times: 1})
+			}
+			f.fake.SetRules(rules...)
+			eng := f.engine(t)
+			res, err := eng.Translate(ctx, f.request(tt.question))
+			calls := len(f.fake.RequestsTo(fakeollama.RouteChat))
+			if calls != tt.wantCalls {
+				t.Errorf("LLM calls = %d, want %d", calls, tt.wantCalls)
+			}
+			if tt.wantCode != "" {
+				var ee *Error
+				if !errors.As(err, &ee) || ee.Code != tt.wantCode {
+					t.Fatalf("err = %v, want SQLSTATE %s", err, tt.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tt.wantSQL {
+				if !strings.Contains(res.SQL, want) {
+					t.Errorf("SQL %q lacks %q", res.SQL, want)
+				}
+			}
+			if got, _, _ := res.Trace.LLMCalls(); got != tt.wantCalls {
+				t.Errorf("trace counts %d LLM calls, want %d", got, tt.wantCalls)
+			}
+		})
+	}
+
+	// Nothing the model wrote changed the data.
+	var n string
+	rows, err := (connExecutor{f.conn}).Query(ctx, "SELECT count(*) FROM sales", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n = *rows.Values[0][0]; n != "30" {
+		t.Fatalf("sales rows = %s, want 30", n)
+	}
+}
+
+func TestTranslateCacheAndFailures(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`},
+		fakeollama.Rule{Name: "slow", PromptContains: []string{candidatePrompt, "slowly"}, Reply: sqlReply("SELECT 1"), Delay: 5 * time.Second},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	eng := f.engine(t)
+
+	first, err := eng.Translate(ctx, f.request("How many stores?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.fake.Requests())
+	second, err := eng.Translate(ctx, f.request("  how many STORES "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := len(f.fake.Requests()); after != before || !second.Cached || second.SQL != first.SQL {
+		t.Fatalf("cache miss: requests %d → %d, cached=%v, %q vs %q", before, after, second.Cached, first.SQL, second.SQL)
+	}
+
+	t.Run("ask timeout", func(t *testing.T) {
+		slow := *eng
+		slow.AskTimeout = 300 * time.Millisecond
+		start := time.Now()
+		_, err := slow.Translate(ctx, f.request("count stores slowly"))
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled {
+			t.Fatalf("err = %v, want %s", err, CodeQueryCanceled)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Fatalf("timeout took %s", took)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(200*time.Millisecond, cancel)
+		_, err := eng.Translate(cctx, f.request("count stores slowly please"))
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want cancellation", err)
+		}
+	})
+	t.Run("failed transaction", func(t *testing.T) {
+		req := f.request("anything")
+		req.TxStatus = TxFailed
+		_, err := eng.Translate(ctx, req)
+		if !errors.Is(err, ErrFailedTransaction) {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("model unreachable", func(t *testing.T) {
+		client, err := llm.New(llm.Config{Host: "127.0.0.1:1", Models: map[llm.Role]string{llm.RoleGenerator: "m", llm.RoleSmall: "m"}, MaxRetries: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := *eng
+		down.LLM = client
+		down.Cache = nil
+		_, err = down.Translate(ctx, f.request("how many stores"))
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeSystemError || !strings.Contains(ee.Hint, "ollama serve") {
+			t.Fatalf("err = %v (hint %q), want %s with an `ollama serve` hint", err, hintOf(err), CodeSystemError)
+		}
+	})
+}
+
+func hintOf(err error) string {
+	var ee *Error
+	if errors.As(err, &ee) {
+		return ee.Hint
+	}
+	return ""
+}
+
+// The 4,000-column schema must be cut down to fit a small model's context,
+// keeping the tables the question is about.
+func TestSchemaSelectionWide(t *testing.T) {
+	ctx := context.Background()
+	cluster := pgtest.New(t, pgtest.Options{})
+	conn, err := cluster.Connect(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := sampledb.WideSchema(ctx, conn, 200, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := sampledb.Load(ctx, conn, sampledb.Small); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := catalog.Build(ctx, conn, "postgres", catalog.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := (&Engine{}).defaults()
+	a := &ask{req: Request{Question: "which products were returned most often"}, snap: snap, trace: &Trace{},
+		keywords: []string{"products", "returned"}}
+	e.selectSchema(a)
+	tokens := len(a.schema) / 4
+	if tokens > e.SchemaMaxTokens {
+		t.Fatalf("schema prompt ~%d tokens, budget %d", tokens, e.SchemaMaxTokens)
+	}
+	for _, want := range []string{"CREATE TABLE public.products", "CREATE TABLE public.returns"} {
+		if !strings.Contains(a.schema, want) && !strings.Contains(a.schema, strings.Replace(want, "public.", "", 1)) {
+			t.Errorf("selected schema lacks %q:\n%.2000s", want, a.schema)
+		}
+	}
+	t.Logf("wide schema: %d tables, selected ~%d tokens; %s", len(snap.Schema.Tables), tokens, a.trace.Stages[0].Note)
+}

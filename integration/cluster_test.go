@@ -1,0 +1,14 @@
+package integration_test
+
+import (
+	"testing"
+
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+// newScramCluster starts a cluster whose TCP clients authenticate with
+// SCRAM-SHA-256, so every proxied session relays a real SASL exchange.
+func newScramCluster(t *testing.T, settings map[string]string) *pgtest.Cluster {
+	t.Helper()
+	return pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256", Settings: settings})
+}
