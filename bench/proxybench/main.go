@@ -1,0 +1,239 @@
+// Command proxybench compares nlproxy's pass-through performance with a direct
+// Postgres connection and with PgBouncer (session pooling): pgbench select-only
+// TPS and latency in four client configurations, a multi-hundred-megabyte result
+// streamed with pgx, and nlproxy's peak RSS. It starts everything it needs (a
+// throwaway Postgres via integration/pgtest, PgBouncer, nlproxy) and tears it all
+// down on exit or Ctrl-C.
+//
+//	go run ./bench/proxybench [-T 20] [-repeat 1] [-targets direct,pgbouncer,nlproxy] [-json FILE]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+type options struct {
+	seconds     int
+	repeat      int
+	warmup      int
+	scale       int
+	targets     []string
+	streamRows  int
+	streamSQL   string
+	nlproxyBin  string
+	nlproxyArgs []string
+	build       bool
+	pgbouncer   string
+	jsonPath    string
+	maxRSSMB    float64
+	configs     []Config
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "proxybench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o := options{configs: defaultConfigs()}
+	fs := flag.NewFlagSet("proxybench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.seconds, "T", 20, "seconds per pgbench run")
+	fs.IntVar(&o.repeat, "repeat", 1, "runs per target and config; the median is reported")
+	fs.IntVar(&o.warmup, "warmup", 3, "seconds of pgbench warm-up per target before measuring (0 = none)")
+	fs.IntVar(&o.scale, "scale", 10, "pgbench -i scale factor")
+	targets := fs.String("targets", "direct,pgbouncer,nlproxy", "comma-separated endpoints to benchmark")
+	fs.IntVar(&o.streamRows, "stream-rows", 5_000_000, "rows in the large-result test (0 = skip it)")
+	fs.StringVar(&o.streamSQL, "stream-sql", "", "query for the large-result test instead of the built-in one (e.g. a server-heavy md5 variant)")
+	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
+	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`")
+	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
+	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.Float64Var(&o.maxRSSMB, "max-rss-mb", 64, "nlproxy peak RSS target, MB")
+	quick := fs.Bool("quick", false, "only the -c 1 -M simple and -c 16 -j 2 -M prepared configs")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.seconds < 1 || o.repeat < 1 || o.scale < 1 || o.warmup < 0 || o.streamRows < 0 {
+		return o, errors.New("-T, -repeat and -scale must be ≥ 1; -warmup and -stream-rows ≥ 0")
+	}
+	seen := map[string]bool{}
+	for _, t := range strings.Split(*targets, ",") {
+		t = strings.TrimSpace(t)
+		switch t {
+		case targetDirect, targetPgbouncer, targetNlproxy:
+		default:
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, nlproxy)", t)
+		}
+		if !seen[t] {
+			seen[t] = true
+			o.targets = append(o.targets, t)
+		}
+	}
+	o.nlproxyArgs = strings.Fields(*nlArgs)
+	if *quick {
+		o.configs = []Config{o.configs[0], o.configs[3]}
+	}
+	return o, nil
+}
+
+// endpoint is one benchmark target's address.
+type endpoint struct {
+	name string
+	host string
+	port int
+	url  string
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+
+	tmp, err := os.MkdirTemp("", "proxybench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	if containsTarget(o.targets, targetNlproxy) {
+		bin := o.nlproxyBin
+		if !filepath.IsAbs(bin) {
+			bin = filepath.Join(root, bin)
+		}
+		o.nlproxyBin = bin
+		if _, statErr := os.Stat(bin); o.build || statErr != nil {
+			logf("building %s", bin)
+			if err := buildNlproxy(ctx, root, bin); err != nil {
+				return err
+			}
+		}
+	}
+
+	logf("starting postgres")
+	cluster, err := pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust", Settings: map[string]string{
+		"max_connections": "200",
+		"shared_buffers":  "256MB", // scale 10 (~160 MB) stays in shared buffers
+	}})
+	if err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	defer func() {
+		if err := cluster.Stop(); err != nil {
+			logf("stop postgres: %v", err)
+		}
+	}()
+
+	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	logf("pgbench -i -s %d", o.scale)
+	if err := pb.Init(ctx, cluster.Host, cluster.Port, o.scale); err != nil {
+		return err
+	}
+
+	eps := map[string]endpoint{}
+	var nlproxyProc *proc
+	upstreamURL := cluster.URL(pgtest.Superuser, "", "postgres")
+	for _, t := range o.targets {
+		switch t {
+		case targetDirect:
+			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL}
+		case targetPgbouncer:
+			p, port, err := startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
+		case targetNlproxy:
+			p, port, err := startNlproxy(ctx, tmp, o.nlproxyBin, upstreamURL, o.nlproxyArgs)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
+			nlproxyProc = p
+		}
+	}
+
+	rep := &Report{
+		Command:  "go run ./bench/proxybench " + strings.Join(args, " "),
+		Host:     hostInfo(ctx, cluster, o),
+		Duration: fmt.Sprintf("%ds", o.seconds),
+		Repeat:   o.repeat,
+		Scale:    o.scale,
+		Targets:  o.targets,
+		Stream:   map[string]*StreamStats{},
+	}
+	if err := runPgbench(ctx, o, pb, eps, rep, logf); err != nil {
+		return err
+	}
+	if o.streamRows > 0 {
+		if err := runStream(ctx, o, eps, nlproxyProc, rep, logf); err != nil {
+			return err
+		}
+	}
+	if p := nlproxyProc; p != nil {
+		if hwm, err := procStatusKB(p.Pid(), "VmHWM"); err == nil && hwm > rep.NlproxyHWM {
+			rep.NlproxyHWM = hwm
+		}
+		if p.Exited() {
+			logf("warning: nlproxy exited during the benchmark:\n%s", p.LogTail())
+		}
+	}
+	rep.evaluate(o.maxRSSMB)
+
+	fmt.Fprintln(stdout)
+	rep.WriteText(stdout)
+	fmt.Fprintln(stdout, "\n--- Markdown ---")
+	rep.WriteMarkdown(stdout)
+	if o.jsonPath != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
+		if err := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write json: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+// pgbench 15's summary, verbatim from a run on the dev machine.
+const pgbenchOK = `pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: <builtin: select only>
+scaling factor: 2
+query mode: simple
+number of clients: 1
+number of threads: 1
+maximum number of tries: 1
+duration: 3 s
+number of transactions actually processed: 66030
+number of failed transactions: 3 (0.000%)
+latency average = 0.045 ms
+initial connection time = 2.118 ms
+tps = 22011.531232 (without initial connection time)
+`
+
+func TestParsePgbench(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		want    PgbenchResult
+		wantErr error
+	}{
+		{name: "summary", out: pgbenchOK, want: PgbenchResult{TPS: 22011.531232, LatencyMS: 0.045, Failed: 3}},
+		{name: "aborted", out: "pgbench: error: connection to server failed\npgbench: error: Run was aborted; the above results are incomplete.\n", wantErr: errNoTPS},
+		{name: "tps without latency", out: "tps = 5.0 (without initial connection time)\n", wantErr: errNoTPS},
+		{name: "including-connections line is not the figure", out: "latency average = 1.0 ms\ntps = 9.0 (including connections establishing)\n", wantErr: errNoTPS},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parsePgbench(tc.out)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := "Name:\tnlproxy\nVmPeak:\t 1250000 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   20000 kB\n"
+	tests := []struct {
+		field   string
+		want    int64
+		wantErr error
+	}{
+		{"VmHWM", 23456, nil},
+		{"VmRSS", 20000, nil},
+		{"VmSwap", 0, errNoProc},
+	}
+	for _, tc := range tests {
+		got, err := parseStatusKB(status, tc.field)
+		if !errors.Is(err, tc.wantErr) || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d, %v", tc.field, got, err, tc.want, tc.wantErr)
+		}
+	}
+	// Our own process must have a readable, non-zero VmHWM.
+	if hwm, err := procStatusKB(os.Getpid(), "VmHWM"); err != nil || hwm <= 0 {
+		t.Errorf("own VmHWM = %d, %v", hwm, err)
+	}
+}
+
+func TestMedianAndRotate(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}, {nil, 0}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	ts := []string{"a", "b", "c"}
+	for k, want := range []string{"a,b,c", "b,c,a", "c,a,b", "a,b,c"} {
+		if got := strings.Join(rotate(ts, k), ","); got != want {
+			t.Errorf("rotate(%d) = %s, want %s", k, got, want)
+		}
+	}
+	if strings.Join(ts, ",") != "a,b,c" {
+		t.Errorf("rotate modified its input: %v", ts)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-T", "5", "-targets", "direct, pgbouncer,direct", "-quick"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.seconds != 5 || strings.Join(o.targets, ",") != "direct,pgbouncer" || len(o.configs) != 2 {
+		t.Errorf("parsed %+v", o)
+	}
+	for _, bad := range [][]string{{"-targets", "direct,pgpool"}, {"-T", "0"}, {"extra"}} {
+		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
+			t.Errorf("parseFlags(%v) accepted", bad)
+		}
+	}
+}
+
+func stats(tps, lat float64) *TargetStats {
+	return &TargetStats{TPS: tps, LatencyMS: lat, Runs: []PgbenchResult{{TPS: tps, LatencyMS: lat}}}
+}
+
+func TestEvaluate(t *testing.T) {
+	cfgs := defaultConfigs()
+	rep := &Report{Targets: []string{targetDirect, targetPgbouncer, targetNlproxy}, Stream: map[string]*StreamStats{}}
+	// Config 0: nlproxy wins; 1: loses on TPS and latency; 2: a failed run; 3: tie (≥ passes).
+	rep.Configs = []*ConfigResult{
+		{Config: cfgs[0], Name: cfgs[0].Name(), Targets: map[string]*TargetStats{targetDirect: stats(100, 0.01), targetPgbouncer: stats(50, 0.02), targetNlproxy: stats(60, 0.015)}},
+		{Config: cfgs[1], Name: cfgs[1].Name(), Targets: map[string]*TargetStats{targetDirect: stats(100, 0.01), targetPgbouncer: stats(50, 0.02), targetNlproxy: stats(40, 0.025)}},
+		{Config: cfgs[2], Name: cfgs[2].Name(), Targets: map[string]*TargetStats{targetDirect: stats(100, 0.01), targetPgbouncer: stats(50, 0.02), targetNlproxy: {Errors: []string{"boom"}}}},
+		{Config: cfgs[3], Name: cfgs[3].Name(), Targets: map[string]*TargetStats{targetDirect: stats(100, 0.01), targetPgbouncer: stats(50, 0.02), targetNlproxy: stats(50, 0.02)}},
+	}
+	rep.Stream[targetDirect] = &StreamStats{StreamResult: StreamResult{MBPerSecond: 100}}
+	rep.Stream[targetNlproxy] = &StreamStats{StreamResult: StreamResult{MBPerSecond: 89}}
+	rep.NlproxyHWM = 20 * 1024
+	rep.evaluate(64)
+
+	want := []string{"PASS", "MISS", "MISS", "PASS", "PASS", "MISS", "MISS", "PASS"}
+	if len(rep.Checks) != len(want) {
+		t.Fatalf("got %d checks: %+v", len(rep.Checks), rep.Checks)
+	}
+	for i, c := range rep.Checks {
+		if c.Status != want[i] {
+			t.Errorf("check %d %q = %s (%s), want %s", i, c.Name, c.Status, c.Detail, want[i])
+		}
+	}
+
+	var text, md bytes.Buffer
+	rep.WriteText(&text)
+	rep.WriteMarkdown(&md)
+	for _, s := range []string{"nlproxy/pgbouncer TPS", "1.20", "ERR", "0.89× direct", "error -c 16 -j 2 -M simple nlproxy: boom"} {
+		if !strings.Contains(text.String(), s) {
+			t.Errorf("text output lacks %q:\n%s", s, text.String())
+		}
+	}
+	if !strings.Contains(md.String(), "| --- | ---: |") || !strings.Contains(md.String(), "| -c 1 -M simple | 100 | 50 | 60 | 0.60 | 1.20 |") {
+		t.Errorf("markdown table malformed:\n%s", md.String())
+	}
+
+	// Without nlproxy every nlproxy target is skipped, not failed.
+	rep.Targets = []string{targetDirect, targetPgbouncer}
+	delete(rep.Stream, targetNlproxy)
+	rep.evaluate(64)
+	for _, c := range rep.Checks {
+		if c.Status != "SKIP" {
+			t.Errorf("without nlproxy: %q = %s", c.Name, c.Status)
+		}
+	}
+}
+
+// TestHarness drives the real pieces the benchmark uses — Postgres, pgbench,
+// PgBouncer as the postgres user, pgx streaming, /proc sampling — briefly.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Postgres and PgBouncer")
+	}
+	if !fileExists("/usr/sbin/pgbouncer") {
+		t.Skip("pgbouncer not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "trust"})
+	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	if err := pb.Init(ctx, cluster.Host, cluster.Port, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	bouncer, port, err := startPgbouncer(ctx, "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bouncer.Stop()
+	if err := waitReady(ctx, bouncer, urlFor(port), 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	const rows = 20000
+	var wantDataRow int64
+	for g := 1; g <= rows; g++ {
+		wantDataRow += 7 + 4 + int64(len(strconv.Itoa(g))) + 2*(4+32) // g, 32 chars, 32 chars
+	}
+	for _, ep := range []struct {
+		name string
+		host string
+		port int
+	}{{"direct", cluster.Host, cluster.Port}, {"pgbouncer", "127.0.0.1", port}} {
+		res, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 2, Threads: 1, Mode: "prepared"}, time.Second)
+		if err != nil {
+			t.Fatalf("%s pgbench: %v", ep.name, err)
+		}
+		if res.TPS <= 0 || res.LatencyMS <= 0 {
+			t.Errorf("%s pgbench: %+v", ep.name, res)
+		}
+		sr, err := streamQuery(ctx, urlFor(ep.port), streamSQL(rows))
+		if err != nil {
+			t.Fatalf("%s stream: %v", ep.name, err)
+		}
+		if sr.Rows != rows || sr.DataRowMB != float64(wantDataRow)/1e6 || sr.WireMB < sr.DataRowMB || sr.MBPerSecond <= 0 {
+			t.Errorf("%s stream = %+v, want %d rows and %d DataRow bytes", ep.name, sr, rows, wantDataRow)
+		}
+	}
+
+	s := startRSSSampler(bouncer.Pid(), 5*time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	if rss, hwm := s.Stop(); rss <= 0 || hwm < rss {
+		t.Errorf("pgbouncer rss %d kB, hwm %d kB", rss, hwm)
+	}
+	bouncer.Stop()
+	if !bouncer.Exited() {
+		t.Error("pgbouncer still running after Stop")
+	}
+	if _, err := streamQuery(ctx, urlFor(port), "SELECT 1"); err == nil {
+		t.Error("connected to a stopped pgbouncer")
+	}
+	if fileExists(bouncer.tmpDir) {
+		t.Errorf("pgbouncer dir %s left behind", bouncer.tmpDir)
+	}
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Target names.
+const (
+	targetDirect    = "direct"
+	targetPgbouncer = "pgbouncer"
+	targetNlproxy   = "nlproxy"
+)
+
+// TargetStats is the median of a target's runs for one config.
+type TargetStats struct {
+	TPS       float64         `json:"tps"`
+	LatencyMS float64         `json:"latency_ms"`
+	Runs      []PgbenchResult `json:"runs"`
+	Errors    []string        `json:"errors,omitempty"`
+}
+
+// ok reports whether every run of the target succeeded.
+func (s *TargetStats) ok() bool { return s != nil && len(s.Errors) == 0 && len(s.Runs) > 0 }
+
+// ConfigResult holds all targets' numbers for one pgbench config.
+type ConfigResult struct {
+	Config  Config                  `json:"config"`
+	Name    string                  `json:"name"`
+	Targets map[string]*TargetStats `json:"targets"`
+}
+
+// StreamStats is the large-result measurement for one target.
+type StreamStats struct {
+	StreamResult
+	Runs   []StreamResult `json:"runs"`
+	Errors []string       `json:"errors,omitempty"`
+}
+
+// Check is one target the issue sets, with its verdict.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // PASS, MISS or SKIP
+	Detail string `json:"detail"`
+}
+
+// Report is everything one benchmark run measured.
+type Report struct {
+	Command       string                  `json:"command"`
+	Host          string                  `json:"host"`
+	Duration      string                  `json:"duration_per_run"`
+	Repeat        int                     `json:"repeat"`
+	Scale         int                     `json:"scale"`
+	Targets       []string                `json:"targets"`
+	Configs       []*ConfigResult         `json:"configs"`
+	StreamSQL     string                  `json:"stream_sql"`
+	Stream        map[string]*StreamStats `json:"stream"`
+	NlproxyMaxRSS int64                   `json:"nlproxy_max_rss_kb"` // highest VmRSS sampled during streaming
+	NlproxyHWM    int64                   `json:"nlproxy_vmhwm_kb"`   // VmHWM: peak RSS over the process's life
+	Checks        []Check                 `json:"checks"`
+}
+
+func (r *Report) has(target string) bool {
+	for _, t := range r.Targets {
+		if t == target {
+			return true
+		}
+	}
+	return false
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func num(s *TargetStats, tps bool) string {
+	if !s.ok() {
+		return "ERR"
+	}
+	if tps {
+		return fmt.Sprintf("%.0f", s.TPS)
+	}
+	return fmt.Sprintf("%.3f", s.LatencyMS)
+}
+
+func val(s *TargetStats, tps bool) float64 {
+	if !s.ok() {
+		return 0
+	}
+	if tps {
+		return s.TPS
+	}
+	return s.LatencyMS
+}
+
+// rows renders the comparison table: header then one row per config.
+func (r *Report) rows() [][]string {
+	header := []string{"config"}
+	for _, t := range r.Targets {
+		header = append(header, t+" TPS")
+	}
+	ratios := r.ratioPairs()
+	for _, p := range ratios {
+		header = append(header, p[0]+"/"+p[1]+" TPS")
+	}
+	for _, t := range r.Targets {
+		header = append(header, t+" lat ms")
+	}
+	for _, p := range ratios {
+		header = append(header, p[0]+"/"+p[1]+" lat")
+	}
+	out := [][]string{header}
+	for _, c := range r.Configs {
+		row := []string{c.Name}
+		for _, t := range r.Targets {
+			row = append(row, num(c.Targets[t], true))
+		}
+		for _, p := range ratios {
+			row = append(row, ratio(val(c.Targets[p[0]], true), val(c.Targets[p[1]], true)))
+		}
+		for _, t := range r.Targets {
+			row = append(row, num(c.Targets[t], false))
+		}
+		for _, p := range ratios {
+			row = append(row, ratio(val(c.Targets[p[0]], false), val(c.Targets[p[1]], false)))
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// ratioPairs are the (numerator, denominator) columns: nlproxy against each
+// baseline when nlproxy runs, otherwise PgBouncer against direct.
+func (r *Report) ratioPairs() [][2]string {
+	var pairs [][2]string
+	if r.has(targetNlproxy) {
+		for _, b := range []string{targetDirect, targetPgbouncer} {
+			if r.has(b) {
+				pairs = append(pairs, [2]string{targetNlproxy, b})
+			}
+		}
+	} else if r.has(targetPgbouncer) && r.has(targetDirect) {
+		pairs = append(pairs, [2]string{targetPgbouncer, targetDirect})
+	}
+	return pairs
+}
+
+func (r *Report) streamLines() []string {
+	var lines []string
+	for _, t := range r.Targets {
+		s := r.Stream[t]
+		if s == nil {
+			continue
+		}
+		if len(s.Errors) > 0 {
+			lines = append(lines, fmt.Sprintf("large result %-9s ERROR: %s", t, s.Errors[0]))
+			continue
+		}
+		line := fmt.Sprintf("large result %-9s %d rows, %.0f MB DataRow, %.0f MB wire in %.2f s = %.1f MB/s",
+			t, s.Rows, s.DataRowMB, s.WireMB, s.Seconds, s.MBPerSecond)
+		if d := r.Stream[targetDirect]; t != targetDirect && d != nil && len(d.Errors) == 0 {
+			line += fmt.Sprintf(" (%s× direct)", ratio(s.MBPerSecond, d.MBPerSecond))
+		}
+		lines = append(lines, line)
+	}
+	if r.has(targetNlproxy) && (r.NlproxyHWM > 0 || r.NlproxyMaxRSS > 0) {
+		lines = append(lines, fmt.Sprintf("nlproxy memory: peak VmRSS while streaming %.1f MB, VmHWM (lifetime peak RSS) %.1f MB",
+			float64(r.NlproxyMaxRSS)/1024, float64(r.NlproxyHWM)/1024))
+	}
+	return lines
+}
+
+// WriteText prints the aligned table, the large-result lines and the checks.
+func (r *Report) WriteText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, row := range r.rows() {
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, l := range r.streamLines() {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "%-4s %s — %s\n", c.Status, c.Name, c.Detail)
+	}
+	for _, c := range r.Configs {
+		for _, t := range r.Targets {
+			if s := c.Targets[t]; s != nil {
+				for _, e := range s.Errors {
+					fmt.Fprintf(w, "error %s %s: %s\n", c.Name, t, firstLine(e))
+				}
+			}
+		}
+	}
+}
+
+// WriteMarkdown prints the same results as a Markdown table for the README.
+func (r *Report) WriteMarkdown(w io.Writer) {
+	rows := r.rows()
+	for i, row := range rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+		if i == 0 {
+			seps := make([]string, len(row))
+			seps[0] = "---"
+			for j := 1; j < len(seps); j++ {
+				seps[j] = "---:"
+			}
+			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
+		}
+	}
+	fmt.Fprintln(w)
+	for _, l := range r.streamLines() {
+		fmt.Fprintf(w, "- %s\n", l)
+	}
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "- **%s** %s — %s\n", c.Status, c.Name, c.Detail)
+	}
+	fmt.Fprintf(w, "\n_%s; pgbench -S -n, %s per run, median of %d, scale %d; `%s`_\n",
+		r.Host, r.Duration, r.Repeat, r.Scale, r.Command)
+}
+
+// evaluate fills r.Checks with the issue's targets.
+func (r *Report) evaluate(maxRSSMB float64) {
+	r.Checks = nil
+	skip := func(name, why string) { r.Checks = append(r.Checks, Check{name, "SKIP", why}) }
+	verdict := func(name string, pass bool, detail string) {
+		s := "MISS"
+		if pass {
+			s = "PASS"
+		}
+		r.Checks = append(r.Checks, Check{name, s, detail})
+	}
+	both := r.has(targetNlproxy) && r.has(targetPgbouncer)
+	for _, c := range r.Configs {
+		name := "nlproxy TPS ≥ PgBouncer TPS, " + c.Name
+		if !both {
+			skip(name, "needs targets nlproxy and pgbouncer")
+			continue
+		}
+		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
+		if !n.ok() || !p.ok() {
+			verdict(name, false, "a run failed")
+			continue
+		}
+		verdict(name, n.TPS >= p.TPS, fmt.Sprintf("%.0f vs %.0f (%s×)", n.TPS, p.TPS, ratio(n.TPS, p.TPS)))
+	}
+	for _, c := range r.Configs {
+		if c.Config.Clients != 1 {
+			continue
+		}
+		name := "nlproxy latency ≤ PgBouncer latency, " + c.Name
+		if !both {
+			skip(name, "needs targets nlproxy and pgbouncer")
+			continue
+		}
+		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
+		if !n.ok() || !p.ok() {
+			verdict(name, false, "a run failed")
+			continue
+		}
+		verdict(name, n.LatencyMS <= p.LatencyMS, fmt.Sprintf("%.3f ms vs %.3f ms", n.LatencyMS, p.LatencyMS))
+	}
+	name := "large result through nlproxy ≥ 0.9× direct"
+	n, d := r.Stream[targetNlproxy], r.Stream[targetDirect]
+	switch {
+	case n == nil || d == nil:
+		skip(name, "needs targets nlproxy and direct with streaming on")
+	case len(n.Errors) > 0 || len(d.Errors) > 0:
+		verdict(name, false, "a transfer failed")
+	default:
+		verdict(name, n.MBPerSecond >= 0.9*d.MBPerSecond,
+			fmt.Sprintf("%.1f vs %.1f MB/s (%s×)", n.MBPerSecond, d.MBPerSecond, ratio(n.MBPerSecond, d.MBPerSecond)))
+	}
+	name = fmt.Sprintf("nlproxy peak RSS < %.0f MB", maxRSSMB)
+	switch {
+	case !r.has(targetNlproxy):
+		skip(name, "nlproxy not benchmarked")
+	case r.NlproxyHWM <= 0:
+		verdict(name, false, "VmHWM could not be read")
+	default:
+		mb := float64(r.NlproxyHWM) / 1024
+		verdict(name, mb < maxRSSMB, fmt.Sprintf("VmHWM %.1f MB", mb))
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,405 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// IntrospectOptions configure Introspect. Zero values take the defaults.
+type IntrospectOptions struct {
+	// Schemas to read; empty means the schemas on the connection's
+	// search_path (current_schemas(false)).
+	Schemas []string
+	// MaxExamples is how many most-common values per column are kept as
+	// stored examples (default 3; negative: none).
+	MaxExamples int
+	// MaxExampleLen drops longer example values (default 60 bytes).
+	MaxExampleLen int
+	// NoStats skips the pg_stats query (null fraction, distinct estimate,
+	// examples).
+	NoStats bool
+}
+
+func (o IntrospectOptions) withDefaults() IntrospectOptions {
+	if o.MaxExamples == 0 {
+		o.MaxExamples = 3
+	}
+	if o.MaxExampleLen <= 0 {
+		o.MaxExampleLen = 60
+	}
+	return o
+}
+
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// ErrNoSchemas is returned when no schema is to be read (an empty search_path).
+var ErrNoSchemas = errors.New("catalog: no schemas to introspect")
+
+// Introspect reads tables, views, materialized views, columns, keys, enums,
+// comments, row estimates and (unless NoStats) pg_stats of the configured
+// schemas. It runs a fixed handful of catalog queries whatever the number of
+// tables. Only objects the connection's role can see in pg_catalog are
+// returned; pg_stats shows only columns the role may SELECT.
+func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Schema, error) {
+	// One REPEATABLE READ snapshot makes the queries agree with each other
+	// even while DDL runs concurrently. A pgx.Tx is used as it is.
+	if b, ok := conn.(txBeginner); ok {
+		tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return nil, fmt.Errorf("catalog: begin: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		conn = tx
+	}
+	opts = opts.withDefaults()
+	schemas := opts.Schemas
+	if len(schemas) == 0 {
+		var err error
+		if schemas, err = searchPathSchemas(ctx, conn); err != nil {
+			return nil, err
+		}
+	}
+	if len(schemas) == 0 {
+		return nil, ErrNoSchemas
+	}
+	s := &Schema{Enums: map[string][]string{}}
+	byOID, err := readRelations(ctx, conn, schemas, s)
+	if err != nil {
+		return nil, err
+	}
+	usedEnums, err := readColumns(ctx, conn, schemas, s, byOID)
+	if err != nil {
+		return nil, err
+	}
+	if err := readConstraints(ctx, conn, schemas, s, byOID); err != nil {
+		return nil, err
+	}
+	if err := readEnums(ctx, conn, schemas, usedEnums, s); err != nil {
+		return nil, err
+	}
+	if !opts.NoStats {
+		if err := readStats(ctx, conn, schemas, s, opts); err != nil {
+			return nil, err
+		}
+	}
+	s.Fingerprint = fingerprint(s)
+	return s, nil
+}
+
+func searchPathSchemas(ctx context.Context, conn Querier) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT n::text FROM unnest(current_schemas(false)) n WHERE n NOT LIKE 'pg\_temp%'`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: search path: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("catalog: search path: %w", err)
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: search path: %w", err)
+	}
+	return out, nil
+}
+
+const relationsSQL = `
+SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text,
+       coalesce(d.description, ''), c.reltuples::int8
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition
+ORDER BY array_position($1::text[], n.nspname::text), c.relname`
+
+// readRelations fills s.Tables and returns oid → index into s.Tables.
+func readRelations(ctx context.Context, conn Querier, schemas []string, s *Schema) (map[uint32]int, error) {
+	rows, err := conn.Query(ctx, relationsSQL, schemas)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: relations: %w", err)
+	}
+	defer rows.Close()
+	byOID := map[uint32]int{}
+	for rows.Next() {
+		var (
+			oid  uint32
+			t    Table
+			kind string
+		)
+		if err := rows.Scan(&oid, &t.Schema, &t.Name, &kind, &t.Comment, &t.RowEstimate); err != nil {
+			return nil, fmt.Errorf("catalog: relations: %w", err)
+		}
+		switch kind {
+		case "v":
+			t.Kind, t.RowEstimate = KindView, -1
+		case "m":
+			t.Kind = KindMaterialized
+		default: // r, p, f: queried like tables
+			t.Kind = KindTable
+		}
+		if t.RowEstimate < 0 {
+			t.RowEstimate = -1
+		}
+		byOID[oid] = len(s.Tables)
+		s.Tables = append(s.Tables, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: relations: %w", err)
+	}
+	return byOID, nil
+}
+
+const columnsSQL = `
+SELECT a.attrelid, a.attname::text, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
+       coalesce(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attidentity::text, a.attgenerated::text,
+       coalesce(d.description, ''), t.typtype = 'e'
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+LEFT JOIN pg_description d ON d.objoid = a.attrelid AND d.classoid = 'pg_class'::regclass AND d.objsubid = a.attnum
+WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition
+  AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attrelid, a.attnum`
+
+// readColumns fills the tables' columns and returns the enum types used.
+func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int) ([]string, error) {
+	rows, err := conn.Query(ctx, columnsSQL, schemas)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: columns: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	var enums []string
+	for rows.Next() {
+		var (
+			oid                 uint32
+			c                   Column
+			identity, generated string
+		)
+		if err := rows.Scan(&oid, &c.Name, &c.Type, &c.Nullable, &c.Default, &identity, &generated, &c.Comment, &c.IsEnum); err != nil {
+			return nil, fmt.Errorf("catalog: columns: %w", err)
+		}
+		switch {
+		case identity == "a":
+			c.Default = "GENERATED ALWAYS AS IDENTITY"
+		case identity == "d":
+			c.Default = "GENERATED BY DEFAULT AS IDENTITY"
+		case generated == "s":
+			c.Default = "GENERATED ALWAYS AS (" + c.Default + ") STORED"
+		}
+		i, ok := byOID[oid]
+		if !ok {
+			continue // created between the two queries
+		}
+		s.Tables[i].Columns = append(s.Tables[i].Columns, c)
+		if c.IsEnum && !seen[c.Type] {
+			seen[c.Type] = true
+			enums = append(enums, c.Type)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: columns: %w", err)
+	}
+	return enums, nil
+}
+
+// Unique indexes that back no constraint count as unique keys too; partial
+// and expression indexes do not (they constrain only some rows/values).
+const constraintsSQL = `
+SELECT con.conrelid, con.contype::text,
+       array(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, o)
+             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.o),
+       coalesce(rn.nspname::text, ''), coalesce(rc.relname::text, ''),
+       array(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, o)
+             JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.o),
+       con.conname::text
+FROM pg_constraint con
+JOIN pg_class c ON c.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_class rc ON rc.oid = con.confrelid
+LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+WHERE con.contype IN ('p', 'u', 'f') AND n.nspname = ANY($1)
+UNION ALL
+SELECT i.indrelid, 'u',
+       array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(n, o)
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o),
+       '', '', '{}'::text[], ic.relname::text
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE i.indisunique AND NOT i.indisprimary AND i.indexprs IS NULL AND i.indpred IS NULL
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint x WHERE x.conindid = i.indexrelid AND x.contype IN ('p', 'u', 'x'))
+  AND n.nspname = ANY($1)
+ORDER BY 1, 2, 7`
+
+func readConstraints(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int) error {
+	rows, err := conn.Query(ctx, constraintsSQL, schemas)
+	if err != nil {
+		return fmt.Errorf("catalog: constraints: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			oid                    uint32
+			typ, refSch, ref, name string
+			cols, refCols          []string
+		)
+		if err := rows.Scan(&oid, &typ, &cols, &refSch, &ref, &refCols, &name); err != nil {
+			return fmt.Errorf("catalog: constraints: %w", err)
+		}
+		i, ok := byOID[oid]
+		if !ok {
+			continue
+		}
+		t := &s.Tables[i]
+		switch typ {
+		case "p":
+			t.PrimaryKey = cols
+		case "u":
+			t.Uniques = append(t.Uniques, cols)
+		case "f":
+			t.ForeignKeys = append(t.ForeignKeys, ForeignKey{Columns: cols, RefSchema: refSch, RefTable: ref, RefColumns: refCols})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: constraints: %w", err)
+	}
+	return nil
+}
+
+const enumsSQL = `
+SELECT format_type(t.oid, NULL), array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
+FROM pg_type t
+JOIN pg_enum e ON e.enumtypid = t.oid
+JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = ANY($1) OR format_type(t.oid, NULL) = ANY($2)
+GROUP BY t.oid`
+
+func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Schema) error {
+	rows, err := conn.Query(ctx, enumsSQL, schemas, used)
+	if err != nil {
+		return fmt.Errorf("catalog: enums: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			name   string
+			labels []string
+		)
+		if err := rows.Scan(&name, &labels); err != nil {
+			return fmt.Errorf("catalog: enums: %w", err)
+		}
+		s.Enums[name] = labels
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: enums: %w", err)
+	}
+	return nil
+}
+
+// most_common_vals is anyarray: it is read as its text form and parsed here
+// (a cast to text[] would fail on array-typed columns).
+const statsSQL = `
+SELECT schemaname::text, tablename::text, attname::text, null_frac::float8, n_distinct::float8,
+       most_common_vals::text
+FROM pg_stats
+WHERE schemaname = ANY($1) AND NOT inherited`
+
+func readStats(ctx context.Context, conn Querier, schemas []string, s *Schema, opts IntrospectOptions) error {
+	type key struct{ s, t string }
+	idx := make(map[key]int, len(s.Tables))
+	for i, t := range s.Tables {
+		idx[key{t.Schema, t.Name}] = i
+	}
+	rows, err := conn.Query(ctx, statsSQL, schemas)
+	if err != nil {
+		return fmt.Errorf("catalog: stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			sch, tab, col string
+			st            ColumnStats
+			mcv           *string
+		)
+		if err := rows.Scan(&sch, &tab, &col, &st.NullFrac, &st.NDistinct, &mcv); err != nil {
+			return fmt.Errorf("catalog: stats: %w", err)
+		}
+		i, ok := idx[key{sch, tab}]
+		if !ok {
+			continue
+		}
+		c := s.Tables[i].Column(col)
+		if c == nil {
+			continue
+		}
+		if mcv != nil && opts.MaxExamples > 0 {
+			for _, v := range parseArrayLiteral(*mcv) {
+				if len(st.Examples) == opts.MaxExamples {
+					break
+				}
+				if v != "" && len(v) <= opts.MaxExampleLen && !strings.ContainsAny(v, "\n\r") {
+					st.Examples = append(st.Examples, v)
+				}
+			}
+		}
+		c.Stats = &st
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("catalog: stats: %w", err)
+	}
+	return nil
+}
+
+// parseArrayLiteral parses a one-dimensional Postgres array literal
+// ({a,"b c",NULL}); NULL elements are dropped. Nested arrays yield nil.
+func parseArrayLiteral(s string) []string {
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil
+	}
+	body := s[1 : len(s)-1]
+	var out []string
+	for i := 0; i < len(body); {
+		switch body[i] {
+		case '{':
+			return nil
+		case '"':
+			var b strings.Builder
+			i++
+			for i < len(body) && body[i] != '"' {
+				if body[i] == '\\' && i+1 < len(body) {
+					i++
+				}
+				b.WriteByte(body[i])
+				i++
+			}
+			i++ // closing quote
+			out = append(out, b.String())
+		default:
+			j := strings.IndexByte(body[i:], ',')
+			if j < 0 {
+				j = len(body) - i
+			}
+			if v := body[i : i+j]; v != "NULL" {
+				out = append(out, v)
+			}
+			i += j
+		}
+		if i < len(body) && body[i] == ',' {
+			i++
+		}
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"go.uber.org/zap"
+)
+
+// ErrClosed is returned by Get after Close.
+var ErrClosed = errors.New("catalog: manager closed")
+
+// Manager keeps one Snapshot per database: loaded from DataDir at first use,
+// checked against the live schema, rebuilt in a background goroutine when
+// the fingerprint changed (on Refresh, periodically, or when no snapshot
+// exists), saved atomically. Readers keep using the previous snapshot while
+// a rebuild runs. Set the fields before first use; do not copy a Manager.
+type Manager struct {
+	DataDir string // "" keeps snapshots in memory only
+	// Connect opens a connection to database for introspection and index
+	// builds. When nil, DSN is used with its database replaced.
+	Connect func(ctx context.Context, database string) (*pgx.Conn, error)
+	DSN     string
+	Logger  *zap.Logger
+	// RefreshInterval re-checks the fingerprint periodically (0: never; DDL
+	// seen by the proxy still triggers Refresh).
+	RefreshInterval   time.Duration
+	IntrospectOptions IntrospectOptions
+	ValueOptions      valueindex.Options
+	SkipValues        bool
+	DescOptions       descindex.Options
+	Glossary          []descindex.Doc
+	BuildTimeout      time.Duration // per check/build (default 10 minutes)
+
+	mu      sync.Mutex
+	dbs     map[string]*dbState
+	closed  bool
+	stop    context.CancelFunc
+	baseCtx context.Context
+	wg      sync.WaitGroup
+}
+
+type dbState struct {
+	snap atomic.Pointer[Snapshot]
+	kick chan struct{} // capacity 1: pending refresh requests coalesce
+
+	mu      sync.Mutex
+	lastErr error         // result of the latest attempt while no snapshot exists
+	attempt chan struct{} // closed when the current attempt ends
+}
+
+func (m *Manager) logger() *zap.Logger {
+	if m.Logger == nil {
+		return zap.NewNop()
+	}
+	return m.Logger
+}
+
+// state returns database's state, starting its worker on first use.
+func (m *Manager) state(database string) (*dbState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if m.dbs == nil {
+		m.dbs = map[string]*dbState{}
+		m.baseCtx, m.stop = context.WithCancel(context.Background())
+	}
+	st, ok := m.dbs[database]
+	if !ok {
+		st = &dbState{kick: make(chan struct{}, 1), attempt: make(chan struct{})}
+		m.dbs[database] = st
+		m.wg.Add(1)
+		go m.worker(m.baseCtx, database, st)
+	}
+	return st, nil
+}
+
+// Get returns database's snapshot, waiting for the first build when none is
+// loaded yet. A failed first build returns its error; the next Get retries.
+func (m *Manager) Get(ctx context.Context, database string) (*Snapshot, error) {
+	st, err := m.state(database)
+	if err != nil {
+		return nil, err
+	}
+	if s := st.snap.Load(); s != nil {
+		return s, nil
+	}
+	st.mu.Lock()
+	wait, failed := st.attempt, st.lastErr != nil
+	st.mu.Unlock()
+	if failed {
+		kick(st)
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if s := st.snap.Load(); s != nil {
+		return s, nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lastErr == nil {
+		return nil, ErrClosed
+	}
+	return nil, st.lastErr
+}
+
+// Current returns database's snapshot without waiting (nil if none yet).
+func (m *Manager) Current(database string) *Snapshot {
+	m.mu.Lock()
+	st := m.dbs[database]
+	m.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.snap.Load()
+}
+
+// Refresh asks for a fingerprint check of database, and a rebuild if it
+// changed. It never blocks; requests made while a check runs coalesce into
+// one more check. Unknown databases are ignored (Get builds them).
+func (m *Manager) Refresh(database string) {
+	m.mu.Lock()
+	st := m.dbs[database]
+	m.mu.Unlock()
+	if st != nil {
+		kick(st)
+	}
+}
+
+func kick(st *dbState) {
+	select {
+	case st.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the workers and waits for running builds to abort.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	if m.stop != nil {
+		m.stop()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	return nil
+}
+
+func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
+	defer m.wg.Done()
+	defer func() { // wake waiters on shutdown
+		st.mu.Lock()
+		close(st.attempt)
+		st.mu.Unlock()
+	}()
+	log := m.logger().With(zap.String("database", database))
+	if m.DataDir != "" {
+		s, err := LoadSnapshot(m.DataDir, database, m.DescOptions)
+		switch {
+		case err == nil:
+			st.snap.Store(s)
+			log.Info("catalog snapshot loaded", zap.String("fingerprint", s.Schema.Fingerprint), zap.Int("version", s.Version))
+		case errors.Is(err, fs.ErrNotExist):
+		default: // corrupt or other format version: rebuilt by the check below
+			log.Warn("catalog snapshot unusable, rebuilding", zap.Error(err))
+		}
+	}
+	var tick <-chan time.Time
+	if m.RefreshInterval > 0 {
+		t := time.NewTicker(m.RefreshInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		err := m.check(ctx, database, st, log)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Warn("catalog refresh failed", zap.Error(err))
+		}
+		st.mu.Lock()
+		st.lastErr = err
+		close(st.attempt)
+		st.attempt = make(chan struct{})
+		st.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-st.kick:
+		case <-tick:
+		}
+	}
+}
+
+// check introspects and rebuilds when the fingerprint differs from the
+// current snapshot's.
+func (m *Manager) check(ctx context.Context, database string, st *dbState, log *zap.Logger) error {
+	timeout := m.BuildTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := m.connect(ctx, database)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	start := time.Now()
+	s, err := Introspect(ctx, conn, m.IntrospectOptions)
+	if err != nil {
+		return err
+	}
+	cur := st.snap.Load()
+	if cur != nil && cur.Schema.Fingerprint == s.Fingerprint {
+		return nil
+	}
+	snap, err := BuildFromSchema(ctx, conn, database, s, BuildOptions{
+		Introspect: m.IntrospectOptions, Values: m.ValueOptions, SkipValues: m.SkipValues,
+		Descriptions: m.DescOptions, Glossary: m.Glossary,
+	})
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		snap.Version = cur.Version + 1
+	}
+	if m.DataDir != "" {
+		if err := SaveSnapshot(m.DataDir, snap); err != nil {
+			// Serve the fresh snapshot anyway; the next rebuild retries the save.
+			log.Error("catalog snapshot not saved", zap.Error(err))
+		}
+	}
+	st.snap.Store(snap)
+	log.Info("catalog snapshot built", zap.String("fingerprint", s.Fingerprint), zap.Int("version", snap.Version),
+		zap.Int("tables", len(s.Tables)), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+func (m *Manager) connect(ctx context.Context, database string) (*pgx.Conn, error) {
+	if m.Connect != nil {
+		c, err := m.Connect(ctx, database)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: connect %s: %w", database, err)
+		}
+		return c, nil
+	}
+	if m.DSN == "" {
+		return nil, errors.New("catalog: manager has neither Connect nor DSN")
+	}
+	cfg, err := pgx.ParseConfig(m.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: parse DSN: %w", err)
+	}
+	cfg.Database = database
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: connect %s: %w", database, err)
+	}
+	return c, nil
+}

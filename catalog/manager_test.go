@@ -1,0 +1,228 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"go.uber.org/zap/zaptest"
+)
+
+func newManager(t *testing.T, dir string, interval time.Duration) *catalog.Manager {
+	t.Helper()
+	c := env.cluster(t)
+	m := &catalog.Manager{
+		DataDir: dir,
+		Connect: func(ctx context.Context, db string) (*pgx.Conn, error) { return c.Connect(ctx, db) },
+		Logger:  zaptest.NewLogger(t),
+
+		RefreshInterval: interval,
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// waitFor polls until cond holds or 15 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const mgrSetup = `
+CREATE TABLE cities (id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO cities VALUES (1, 'Los Angeles'), (2, 'New York'), (3, 'San Francisco');
+COMMENT ON TABLE cities IS 'places we ship to';
+`
+
+func TestManagerBuildLoadRefresh(t *testing.T) {
+	ctx := context.Background()
+	newDB(t, "mgr", mgrSetup)
+	dir := t.TempDir()
+
+	// First use builds and saves.
+	m1 := newManager(t, dir, 0)
+	s1, err := m1.Get(ctx, "mgr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1.Version != 1 || s1.Schema.Table("cities") == nil || s1.Values == nil || s1.Values.Len() != 3 {
+		t.Fatalf("first snapshot: version %d tables %v", s1.Version, s1.Schema.Tables)
+	}
+	if _, err := os.Stat(catalog.SnapshotPath(dir, "mgr")); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := m1.Get(ctx, "mgr"); again != s1 {
+		t.Error("second Get returned a different snapshot")
+	}
+	if err := m1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Get(ctx, "mgr"); !errors.Is(err, catalog.ErrClosed) {
+		t.Errorf("Get after Close: %v", err)
+	}
+
+	// A new manager loads the file; an unchanged schema is not rebuilt.
+	m2 := newManager(t, dir, 0)
+	s2, err := m2.Get(ctx, "mgr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s2.BuiltAt.Equal(s1.BuiltAt) || s2.Schema.Fingerprint != s1.Schema.Fingerprint {
+		t.Fatalf("loaded snapshot built %v, want %v", s2.BuiltAt, s1.BuiltAt)
+	}
+	m2.Refresh("mgr") // no DDL: the check keeps the snapshot
+	time.Sleep(300 * time.Millisecond)
+	if m2.Current("mgr") != s2 {
+		t.Error("refresh without schema change replaced the snapshot")
+	}
+
+	// DDL + Refresh ⇒ rebuild, in the background, with a new version on disk.
+	if err := env.cluster(t).Exec(ctx, "mgr", "ALTER TABLE cities ADD COLUMN state text; COMMENT ON COLUMN cities.state IS 'two-letter code'"); err != nil {
+		t.Fatal(err)
+	}
+	m2.Refresh("mgr")
+	m2.Refresh("mgr") // coalesces; never blocks
+	waitFor(t, "rebuild after DDL", func() bool { return m2.Current("mgr").Version == 2 })
+	s3 := m2.Current("mgr")
+	if s3.Schema.Table("cities").Column("state") == nil || s3.Schema.Fingerprint == s1.Schema.Fingerprint {
+		t.Fatal("rebuilt snapshot lacks the new column")
+	}
+	onDisk, err := catalog.LoadSnapshot(dir, "mgr", descindex.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if onDisk.Version != 2 || onDisk.Schema.Fingerprint != s3.Schema.Fingerprint {
+		t.Errorf("file has version %d", onDisk.Version)
+	}
+}
+
+func TestManagerRebuildsBadFiles(t *testing.T) {
+	ctx := context.Background()
+	newDB(t, "mgrbad", mgrSetup)
+	dir := t.TempDir()
+	m := newManager(t, dir, 0)
+	orig, err := m.Get(ctx, "mgrbad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Close()
+	path := catalog.SnapshotPath(dir, "mgrbad")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		mutate func([]byte) []byte
+	}{
+		{"corrupt", func(b []byte) []byte { b[len(b)-20] ^= 0xff; return b }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"format version mismatch", func(b []byte) []byte { binary.BigEndian.PutUint32(b[8:], 99); return b }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, tc.mutate(append([]byte(nil), good...)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := newManager(t, dir, 0)
+			s, err := m.Get(ctx, "mgrbad")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.BuiltAt.After(orig.BuiltAt) || s.Schema.Fingerprint != orig.Schema.Fingerprint {
+				t.Fatalf("got snapshot built %v (orig %v): not rebuilt", s.BuiltAt, orig.BuiltAt)
+			}
+			if _, err := catalog.LoadSnapshot(dir, "mgrbad", descindex.Options{}); err != nil {
+				t.Fatalf("rebuilt file unreadable: %v", err)
+			}
+		})
+	}
+}
+
+func TestManagerPeriodicRefreshAndErrors(t *testing.T) {
+	ctx := context.Background()
+	newDB(t, "mgrtick", mgrSetup)
+	m := newManager(t, "", 100*time.Millisecond) // in-memory only
+	s, err := m.Get(ctx, "mgrtick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.cluster(t).Exec(ctx, "mgrtick", "COMMENT ON COLUMN cities.name IS 'city name as typed'"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "periodic rebuild", func() bool { return m.Current("mgrtick").Version == s.Version+1 })
+	if c := m.Current("mgrtick").Schema.Table("cities").Column("name").Comment; c != "city name as typed" {
+		t.Errorf("comment = %q", c)
+	}
+
+	// A database that does not exist: Get fails (and retries on the next Get).
+	for range 2 {
+		if _, err := m.Get(ctx, "no_such_db"); err == nil {
+			t.Fatal("Get of a missing database succeeded")
+		}
+	}
+	// Get honours its context while a build is pending.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	m2 := &catalog.Manager{Connect: func(ctx context.Context, db string) (*pgx.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	if _, err := m2.Get(cctx, "x"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with cancelled context: %v", err)
+	}
+	_ = m2.Close()
+}
+
+func TestManagerConcurrentUse(t *testing.T) {
+	ctx := context.Background()
+	newDB(t, "mgrconc", mgrSetup)
+	m := newManager(t, t.TempDir(), 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				s, err := m.Get(ctx, "mgrconc")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if s.Schema.Table("cities") == nil {
+					errs <- errors.New("snapshot without cities")
+					return
+				}
+				if i%4 == 0 {
+					m.Refresh("mgrconc")
+				}
+			}
+		}()
+	}
+	if err := env.cluster(t).Exec(ctx, "mgrconc", "ALTER TABLE cities ADD COLUMN pop int"); err != nil {
+		t.Fatal(err)
+	}
+	m.Refresh("mgrconc")
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	waitFor(t, "rebuild with the new column", func() bool {
+		return m.Current("mgrconc").Schema.Table("cities").Column("pop") != nil
+	})
+}

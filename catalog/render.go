@@ -1,0 +1,408 @@
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// RenderOptions tune schema rendering. Zero values take the defaults.
+type RenderOptions struct {
+	// Examples are values retrieved for the question (value index hits),
+	// keyed "table.column" or "schema.table.column"; they are shown before
+	// the stored examples.
+	Examples map[string][]string
+	// MaxExamples caps the examples shown per column (default 3); retrieved
+	// examples are always shown, up to MaxRetrieved (default 5).
+	MaxExamples  int
+	MaxRetrieved int
+	// NoStats leaves out distinct/null statistics.
+	NoStats bool
+}
+
+func (o RenderOptions) withDefaults() RenderOptions {
+	if o.MaxExamples <= 0 {
+		o.MaxExamples = 3
+	}
+	if o.MaxRetrieved <= 0 {
+		o.MaxRetrieved = 5
+	}
+	return o
+}
+
+// Selection names tables ("name" or "schema.name") and, per table, the
+// columns wanted; a nil or empty column list means every column.
+type Selection map[string][]string
+
+// RenderFull renders every enum and table.
+func (s *Schema) RenderFull(opts RenderOptions) string {
+	sel := Selection{}
+	for _, t := range s.Tables {
+		sel[t.Schema+"."+t.Name] = nil
+	}
+	return s.render(sel, false, opts)
+}
+
+// RenderSelected renders only the selected tables and columns, always
+// keeping the primary key columns of the selected tables and the columns of
+// foreign keys that link two selected tables, so joins stay writable.
+func (s *Schema) RenderSelected(sel Selection, opts RenderOptions) string {
+	return s.render(sel, false, opts)
+}
+
+// RenderSoft renders details (types, comments, examples, constraints) for
+// the selection like RenderSelected, and lists the names of every other
+// table and column, so the model still knows what exists.
+func (s *Schema) RenderSoft(sel Selection, opts RenderOptions) string {
+	return s.render(sel, true, opts)
+}
+
+// resolve maps the selection onto table indexes → kept column set (nil: all).
+func (s *Schema) resolve(sel Selection) map[int]map[string]bool {
+	out := map[int]map[string]bool{}
+	for name, cols := range sel {
+		for i := range s.Tables {
+			t := &s.Tables[i]
+			if name != t.Schema+"."+t.Name && name != t.Name {
+				continue
+			}
+			if len(cols) == 0 {
+				out[i] = nil
+				continue
+			}
+			if _, all := out[i]; all && out[i] == nil {
+				continue
+			}
+			if out[i] == nil {
+				out[i] = map[string]bool{}
+			}
+			for _, c := range cols {
+				out[i][c] = true
+			}
+		}
+	}
+	return out
+}
+
+func (s *Schema) render(sel Selection, soft bool, opts RenderOptions) string {
+	opts = opts.withDefaults()
+	chosen := s.resolve(sel)
+	selectedTable := func(schema, name string) (int, bool) {
+		for i := range chosen {
+			if s.Tables[i].Schema == schema && s.Tables[i].Name == name {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	// Keep PK columns and both ends of FKs linking selected tables.
+	keep := func(i int, col string) {
+		if chosen[i] != nil {
+			chosen[i][col] = true
+		}
+	}
+	for i := range chosen {
+		t := &s.Tables[i]
+		for _, c := range t.PrimaryKey {
+			keep(i, c)
+		}
+		for _, fk := range t.ForeignKeys {
+			j, ok := selectedTable(fk.RefSchema, fk.RefTable)
+			if !ok {
+				continue
+			}
+			for _, c := range fk.Columns {
+				keep(i, c)
+			}
+			for _, c := range fk.RefColumns {
+				keep(j, c)
+			}
+		}
+	}
+	kept := func(i int, col string) bool {
+		cols, ok := chosen[i]
+		return ok && (cols == nil || cols[col])
+	}
+
+	var b strings.Builder
+	// Enums used by rendered columns.
+	var enums []string
+	for i := range chosen {
+		for _, c := range s.Tables[i].Columns {
+			if c.IsEnum && kept(i, c.Name) && !slices.Contains(enums, c.Type) {
+				enums = append(enums, c.Type)
+			}
+		}
+	}
+	slices.Sort(enums)
+	for _, e := range enums {
+		labels := s.Enums[e]
+		q := make([]string, len(labels))
+		for i, l := range labels {
+			q[i] = quoteLiteral(l)
+		}
+		fmt.Fprintf(&b, "CREATE TYPE %s AS ENUM (%s);\n\n", e, strings.Join(q, ", "))
+	}
+
+	var others []string
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if _, ok := chosen[i]; !ok {
+			if soft {
+				names := make([]string, len(t.Columns))
+				for k, c := range t.Columns {
+					names[k] = QuoteIdent(c.Name)
+				}
+				others = append(others, fmt.Sprintf("-- %s %s (%s)", t.Kind, s.tableName(t), strings.Join(names, ", ")))
+			}
+			continue
+		}
+		s.renderTable(&b, i, kept, selectedTable, soft, opts)
+	}
+	if len(others) > 0 {
+		b.WriteString("-- Other tables (names only):\n")
+		for _, o := range others {
+			b.WriteString(o)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) bool,
+	selectedTable func(string, string) (int, bool), soft bool, opts RenderOptions) {
+	t := &s.Tables[i]
+	var head []string
+	if t.Comment != "" {
+		head = append(head, oneLine(t.Comment))
+	}
+	if t.RowEstimate >= 0 && t.Kind != KindView {
+		head = append(head, "(rows≈"+strconv.FormatInt(t.RowEstimate, 10)+")")
+	}
+	if len(head) > 0 {
+		b.WriteString("-- " + strings.Join(head, " ") + "\n")
+	}
+	kw := "TABLE"
+	switch t.Kind {
+	case KindView:
+		kw = "VIEW"
+	case KindMaterialized:
+		kw = "MATERIALIZED VIEW"
+	}
+	fmt.Fprintf(b, "CREATE %s %s (\n", kw, s.tableName(t))
+
+	type line struct{ body, comment string }
+	var lines []line
+	var omitted []string
+	for _, c := range t.Columns {
+		if !kept(i, c.Name) {
+			omitted = append(omitted, QuoteIdent(c.Name))
+			continue
+		}
+		body := QuoteIdent(c.Name) + " " + c.Type
+		if !c.Nullable {
+			body += " NOT NULL"
+		}
+		if c.Default != "" && !strings.HasPrefix(c.Default, "nextval(") {
+			if strings.HasPrefix(c.Default, "GENERATED ") {
+				body += " " + c.Default
+			} else {
+				body += " DEFAULT " + c.Default
+			}
+		}
+		lines = append(lines, line{body, s.columnNote(t, &c, opts)})
+	}
+	if len(t.PrimaryKey) > 0 {
+		lines = append(lines, line{"PRIMARY KEY (" + identList(t.PrimaryKey) + ")", ""})
+	}
+	for _, u := range t.Uniques {
+		all := true
+		for _, c := range u {
+			all = all && kept(i, c)
+		}
+		if all {
+			lines = append(lines, line{"UNIQUE (" + identList(u) + ")", ""})
+		}
+	}
+	for _, fk := range t.ForeignKeys {
+		if _, ok := selectedTable(fk.RefSchema, fk.RefTable); !ok {
+			continue
+		}
+		ref := &Table{Schema: fk.RefSchema, Name: fk.RefTable}
+		lines = append(lines, line{fmt.Sprintf("FOREIGN KEY (%s) REFERENCES %s (%s)",
+			identList(fk.Columns), s.tableName(ref), identList(fk.RefColumns)), ""})
+	}
+	for k, l := range lines {
+		b.WriteString("  " + l.body)
+		if k < len(lines)-1 {
+			b.WriteByte(',')
+		}
+		if l.comment != "" {
+			b.WriteString(" -- " + l.comment)
+		}
+		b.WriteByte('\n')
+	}
+	if soft && len(omitted) > 0 {
+		b.WriteString("  -- other columns: " + strings.Join(omitted, ", ") + "\n")
+	}
+	b.WriteString(");\n\n")
+}
+
+// columnNote is the CHESS-style column comment: description, example
+// values (retrieved first), then simple statistics.
+func (s *Schema) columnNote(t *Table, c *Column, opts RenderOptions) string {
+	var parts []string
+	if c.Comment != "" {
+		parts = append(parts, oneLine(c.Comment))
+	}
+	var ex []string
+	add := func(v string, limit int) {
+		if len(ex) < limit && !slices.Contains(ex, v) {
+			ex = append(ex, v)
+		}
+	}
+	for _, key := range []string{t.Schema + "." + t.Name + "." + c.Name, t.Name + "." + c.Name} {
+		for _, v := range opts.Examples[key] {
+			add(v, opts.MaxRetrieved)
+		}
+	}
+	if c.Stats != nil && storedExamplesUseful(t, c) {
+		for _, v := range c.Stats.Examples {
+			add(v, max(opts.MaxExamples, len(ex)))
+		}
+	}
+	if len(ex) > 0 {
+		q := make([]string, len(ex))
+		for i, v := range ex {
+			q[i] = quoteLiteral(v)
+		}
+		parts = append(parts, "examples: "+strings.Join(q, ", "))
+	}
+	if c.Stats != nil && !opts.NoStats && !slices.Equal(t.PrimaryKey, []string{c.Name}) {
+		if d := c.Stats.EstimatedDistinct(t.RowEstimate); d > 0 {
+			parts = append(parts, "distinct≈"+strconv.FormatInt(d, 10))
+		}
+		if c.Stats.NullFrac > 0 {
+			parts = append(parts, "nulls "+strconv.FormatFloat(c.Stats.NullFrac*100, 'f', 0, 64)+"%")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// storedExamplesUseful leaves out most-common values that tell the model
+// nothing: enum labels (already in CREATE TYPE), numeric key columns (ids),
+// and non-text columns with many distinct values (amounts, timestamps).
+func storedExamplesUseful(t *Table, c *Column) bool {
+	switch {
+	case c.IsEnum:
+		return false
+	case textType(c.Type): // codes are worth showing even as keys (currency 'EUR')
+		return true
+	case t.isKeyColumn(c.Name):
+		return false
+	}
+	d := c.Stats.EstimatedDistinct(t.RowEstimate)
+	return d > 0 && d <= 20
+}
+
+func textType(typ string) bool {
+	for _, p := range []string{"text", "character", "citext", "name"} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isKeyColumn reports whether col is part of the primary key or a foreign key.
+func (t *Table) isKeyColumn(col string) bool {
+	if slices.Contains(t.PrimaryKey, col) {
+		return true
+	}
+	for _, fk := range t.ForeignKeys {
+		if slices.Contains(fk.Columns, col) {
+			return true
+		}
+	}
+	return false
+}
+
+// tableName leaves tables in "public" unqualified: that is where most
+// questions point and it saves prompt tokens.
+func (s *Schema) tableName(t *Table) string {
+	if t.Schema == "public" {
+		return QuoteIdent(t.Name)
+	}
+	return t.QualifiedName()
+}
+
+func identList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = QuoteIdent(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(oneLine(s), "'", "''") + "'"
+}
+
+// QuoteIdent double-quotes an identifier only when Postgres would need it:
+// anything other than lower-case letters, digits, _ and $ (not leading), or
+// a keyword that is not unreserved (what quote_ident does).
+func QuoteIdent(s string) string {
+	if !needsQuote(s) {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+func needsQuote(s string) bool {
+	if s == "" {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case (c >= '0' && c <= '9') || c == '$':
+			if i == 0 {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	_, kw := quotedKeywords[s]
+	return kw
+}
+
+// quotedKeywords are the reserved, type/function-name and column-name
+// keywords of PostgreSQL 17 (the ones quote_ident quotes).
+var quotedKeywords = func() map[string]struct{} {
+	const words = `all analyse analyze and any array as asc asymmetric both case cast check collate column
+constraint create current_catalog current_date current_role current_time current_timestamp current_user
+default deferrable desc distinct do else end except false fetch for foreign from grant group having in
+initially intersect into lateral leading limit localtime localtimestamp not null offset on only or order
+placing primary references returning select session_user some symmetric system_user table then to
+trailing true union unique user using variadic when where window with
+authorization binary collation concurrently cross current_schema freeze full ilike inner is isnull join
+left like natural notnull outer overlaps right similar tablesample verbose
+between bigint bit boolean char character coalesce dec decimal exists extract float greatest grouping
+inout int integer interval json json_array json_arrayagg json_exists json_object json_objectagg json_query
+json_scalar json_serialize json_table json_value least merge_action national nchar none normalize nullif
+numeric out overlay position precision real row setof smallint substring time timestamp treat trim values
+varchar xmlattributes xmlconcat xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot
+xmlserialize xmltable`
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(words) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
