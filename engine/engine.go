@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,12 @@ type Engine struct {
 	NumCtx          int           // context window asked of the model; default 8192
 	SchemaMaxTokens int           // schema budget in the prompt; default NumCtx/2
 	Guard           guard.Options
+	// AllSchema shows the model every table, not only those the asking role
+	// may SELECT (saves one catalog query per role and schema version).
+	AllSchema bool
+
+	once    sync.Once
+	visible visibility
 }
 
 // Request is one question.
@@ -63,8 +70,9 @@ type Result struct {
 	Cached bool
 }
 
-func (e *Engine) defaults() Engine {
-	c := *e
+// applyDefaults fills unset fields once, before the first translation.
+func (e *Engine) applyDefaults() {
+	c := e
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -86,13 +94,13 @@ func (e *Engine) defaults() Engine {
 	if c.SchemaMaxTokens <= 0 {
 		c.SchemaMaxTokens = c.NumCtx / 2
 	}
-	return c
 }
 
 // ask is the state of one translation as it moves through the stages.
 type ask struct {
 	req      Request
 	snap     *catalog.Snapshot
+	schema0  *catalog.Schema // the part of snap.Schema the asking role may read
 	trace    *Trace
 	keywords []string
 	values   []valueindex.Match
@@ -102,22 +110,22 @@ type ask struct {
 
 // Translate runs the pipeline for one question.
 func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
-	cfg := e.defaults()
+	e.once.Do(e.applyDefaults)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, cfg.AskTimeout)
+	ctx, cancel := context.WithTimeout(ctx, e.AskTimeout)
 	defer cancel()
 
 	a := &ask{req: req, trace: &Trace{}}
-	res, err := cfg.translate(ctx, a)
+	res, err := e.translate(ctx, a)
 	a.trace.Total = time.Since(start)
 	if err != nil {
-		err = cfg.classify(ctx, err)
-		cfg.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("question", req.Question),
+		err = e.classify(ctx, err)
+		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("question", req.Question),
 			zap.Object("trace", a.trace), zap.Error(err))
 		return nil, err
 	}
 	res.Trace = a.trace
-	cfg.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("question", req.Question),
+	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("question", req.Question),
 		zap.String("sql", res.SQL), zap.Object("trace", a.trace))
 	return res, nil
 }
@@ -144,6 +152,12 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return &Result{SQL: sql, Cached: true}, nil
 	}
 
+	a.schema0 = snap.Schema
+	if !e.AllSchema {
+		if err := e.restrictToRole(ctx, a); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
@@ -207,10 +221,10 @@ func (e *Engine) retrieve(ctx context.Context, a *ask) {
 	st := a.trace.begin("retrieval")
 	defer a.trace.end(st)
 	if a.snap.Values != nil {
-		a.values = a.snap.Values.Lookup(ctx, a.keywords, valueindex.LookupOptions{})
+		a.values = visibleValues(a.schema0, a.snap.Values.Lookup(ctx, a.keywords, valueindex.LookupOptions{}))
 	}
 	if a.snap.Descriptions != nil {
-		a.descs = a.snap.Descriptions.Search(ctx, a.req.Question+" "+strings.Join(a.keywords, " "), 8)
+		a.descs = visibleDescriptions(a.schema0, a.snap.Descriptions.Search(ctx, a.req.Question+" "+strings.Join(a.keywords, " "), 8))
 	}
 	st.Note = fmt.Sprintf("%d values, %d descriptions", len(a.values), len(a.descs))
 }

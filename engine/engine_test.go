@@ -225,7 +225,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	}
 
 	t.Run("ask timeout", func(t *testing.T) {
-		slow := *eng
+		slow := f.engine(t)
 		slow.AskTimeout = 300 * time.Millisecond
 		start := time.Now()
 		_, err := slow.Translate(ctx, f.request("count stores slowly"))
@@ -259,7 +259,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		down := *eng
+		down := f.engine(t)
 		down.LLM = client
 		down.Cache = nil
 		_, err = down.Translate(ctx, f.request("how many stores"))
@@ -298,8 +298,9 @@ func TestSchemaSelectionWide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := (&Engine{}).defaults()
-	a := &ask{req: Request{Question: "which products were returned most often"}, snap: snap, trace: &Trace{},
+	e := &Engine{}
+	e.applyDefaults()
+	a := &ask{req: Request{Question: "which products were returned most often"}, snap: snap, schema0: snap.Schema, trace: &Trace{},
 		keywords: []string{"products", "returned"}}
 	e.selectSchema(a)
 	tokens := len(a.schema) / 4
@@ -312,4 +313,43 @@ func TestSchemaSelectionWide(t *testing.T) {
 		}
 	}
 	t.Logf("wide schema: %d tables, selected ~%d tokens; %s", len(snap.Schema.Tables), tokens, a.trace.Stages[0].Note)
+}
+
+// The model sees only what the asking role may SELECT.
+func TestPrivilegesRestrictSchema(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.cluster.Exec(ctx, "postgres", `CREATE ROLE clerk LOGIN; GRANT SELECT ON stores TO clerk`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgconn.ParseConfig(f.cluster.URL("clerk", "", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clerk, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clerk.Close(ctx)
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores", "sales"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	eng := f.engine(t)
+	req := f.request("how many stores and sales")
+	req.Role, req.Exec = "clerk", connExecutor{clerk}
+	if _, err := eng.Translate(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var prompt string
+	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, candidatePrompt) {
+				prompt = m.Content
+			}
+		}
+	}
+	if !strings.Contains(prompt, "stores") || strings.Contains(prompt, "CREATE TABLE sales") || strings.Contains(prompt, "CREATE TABLE public.sales") {
+		t.Fatalf("candidate prompt should show stores but not sales:\n%s", prompt)
+	}
 }

@@ -37,7 +37,7 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 		if lit.Op != "=" && lit.Op != "<>" && lit.Op != "IN" && lit.Op != "NOT IN" {
 			continue
 		}
-		for _, t := range literalTables(a.snap.Schema, checked.Tables, lit) {
+		for _, t := range literalTables(a.schema0, checked.Tables, lit) {
 			matches := a.snap.Values.Closest(ctx, t.Name, lit.Column, lit.Value, 1)
 			if len(matches) == 0 {
 				continue // column not indexed (numeric, skipped, sensitive) or empty

@@ -24,20 +24,20 @@ func (e *Engine) selectSchema(a *ask) {
 	st := a.trace.begin("schema")
 	defer a.trace.end(st)
 	examples := valueExamples(a.values)
-	full := a.snap.Schema.RenderFull(catalog.RenderOptions{Examples: examples})
+	full := a.schema0.RenderFull(catalog.RenderOptions{Examples: examples})
 	if prompts.EstimateTokens(full) <= e.SchemaMaxTokens {
 		a.schema = full
-		st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.snap.Schema.Tables), prompts.EstimateTokens(full))
+		st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), prompts.EstimateTokens(full))
 		return
 	}
-	ranked := rankTables(a.snap.Schema, a.req.Question, a.keywords, a.values, a.descs)
+	ranked := rankTables(a.schema0, a.req.Question, a.keywords, a.values, a.descs)
 	var chosen []string
 	rendered := ""
-	for _, name := range withJoinTables(a.snap.Schema, ranked) {
+	for _, name := range withJoinTables(a.schema0, ranked) {
 		if len(chosen) == maxSelectedTables {
 			break
 		}
-		try := a.snap.Schema.RenderSelected(selectionOf(append(chosen, name)), catalog.RenderOptions{Examples: examples})
+		try := a.schema0.RenderSelected(selectionOf(append(chosen, name)), catalog.RenderOptions{Examples: examples})
 		if prompts.EstimateTokens(try) > e.SchemaMaxTokens && len(chosen) > 0 {
 			continue
 		}
@@ -45,7 +45,7 @@ func (e *Engine) selectSchema(a *ask) {
 		rendered = try
 	}
 	a.schema = rendered
-	st.Note = fmt.Sprintf("selected %s of %d tables, ~%d tokens", strings.Join(chosen, ", "), len(a.snap.Schema.Tables), prompts.EstimateTokens(rendered))
+	st.Note = fmt.Sprintf("selected %s of %d tables, ~%d tokens", strings.Join(chosen, ", "), len(a.schema0.Tables), prompts.EstimateTokens(rendered))
 }
 
 func selectionOf(tables []string) catalog.Selection {
