@@ -161,7 +161,9 @@ func parseUpstreamEntry(s string) (UpstreamEntry, error) {
 	if i := strings.Index(s, "="); i > 0 {
 		route := s[:i]
 		rest := s[i+1:]
-		if !strings.ContainsAny(route, " :/") && (strings.Contains(rest, "://") || strings.Contains(rest, "=")) {
+		firstToken, _, _ := strings.Cut(rest, " ")
+		isDSN := strings.HasPrefix(rest, "postgres://") || strings.HasPrefix(rest, "postgresql://") || strings.Contains(firstToken, "=")
+		if !strings.ContainsAny(route, " :/") && isDSN {
 			return UpstreamEntry{Database: route, URL: rest}, nil
 		}
 	}
