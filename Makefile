@@ -24,11 +24,15 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
-# Short fuzz runs over the framing and startup parsers (seed corpus in testdata/fuzz).
+# Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
+# (seed corpora in each package's testdata/fuzz).
+FUZZPKGS ?= ./proxy/ ./engine/guard/
 fuzz:
-	@for f in $$($(GO) test -list '^Fuzz' ./proxy/ | grep '^Fuzz'); do \
-		echo "fuzz $$f ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./proxy/ || exit 1; \
+	@for p in $(FUZZPKGS); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "fuzz $$p $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
 	done
 
 bench: build

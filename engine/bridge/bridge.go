@@ -74,7 +74,7 @@ func (e executor) Query(ctx context.Context, sql string, maxRows int) (*engine.R
 	if err != nil {
 		var pe *proxy.PgError
 		if errors.As(err, &pe) {
-			return nil, &engine.ServerError{Code: pe.Code, Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint}
+			return nil, &engine.ServerError{Code: pe.Code, Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint, Position: pe.Position}
 		}
 		return nil, err
 	}

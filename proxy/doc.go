@@ -1,0 +1,38 @@
+// Package proxy is nlproxy's PostgreSQL wire relay.
+//
+// A Server accepts clients, handles the startup phase itself (SSLRequest with
+// optional TLS termination, GSSENCRequest refused, CancelRequest forwarded via
+// a map from proxy-issued BackendKeyData to the real backend key), picks an
+// Upstream by the startup database, and relays authentication end to end
+// (trust, password, md5, SCRAM-SHA-256; SCRAM-SHA-256-PLUS is not offered to
+// clients whose TLS ends at the proxy).
+//
+// After ReadyForQuery each session runs two goroutines, one per direction.
+// Messages are framed by their 5-byte header and copied straight from a 64 KiB
+// read buffer to the other side; runs of messages that need no inspection are
+// written in one piece, and output is flushed only when the input buffer is
+// empty. Only these are looked at: client Query and Parse (first bytes, for a
+// natural-language marker), Sync/FunctionCall (to count outstanding requests),
+// and server ReadyForQuery (transaction status), CommandComplete (DDL hook) and
+// ErrorResponse (only while a marker error is pending). A slow client stops
+// the server-side reader, so memory stays bounded.
+//
+// Marker statements (see ParseMarker) are handled by the client goroutine:
+// it waits until the upstream is idle, lets the Translator run trial queries
+// through the session's Executor, and forwards the generated SQL in place of
+// the marker text (for Parse: same statement name and parameter types, so
+// Describe reports the generated row shape). A batch prefix not yet sent is
+// held back while translating, so pipelined statements keep their order. When
+// there is no Translator, or it fails, the proxy sends the invalid statement
+// "nlproxy_marker_failed" upstream in the marker's place and replaces the
+// resulting syntax error with its own error: Postgres itself then provides the
+// ordering, skip-until-Sync and transaction semantics (a failed marker inside
+// a transaction block leaves it failed, status 'E', like any error).
+//
+// Known limits: with TLS terminated at the proxy and TLS to the upstream,
+// SCRAM fails for clients that support channel binding (pgx, libpq ≥ 13 send
+// the "y" flag, which a TLS upstream rejects as a downgrade); use a plaintext
+// upstream link, md5, or channel_binding=disable in the client. A marker Parse
+// that follows messages of its batch already flushed upstream (batch larger
+// than the buffer, or a Flush before it) is answered with 0A000.
+package proxy

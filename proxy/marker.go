@@ -1,0 +1,171 @@
+package proxy
+
+import "strings"
+
+// MarkerKind says which natural-language form a statement carries.
+type MarkerKind int
+
+const (
+	// MarkerNone is ordinary SQL.
+	MarkerNone MarkerKind = iota
+	// MarkerAsk asks for SQL to be generated and run.
+	MarkerAsk
+	// MarkerAskSQL asks for the generated SQL text only.
+	MarkerAskSQL
+)
+
+func (k MarkerKind) String() string {
+	switch k {
+	case MarkerAsk:
+		return "ask"
+	case MarkerAskSQL:
+		return "ask-sql"
+	default:
+		return "none"
+	}
+}
+
+// Marker is a parsed natural-language statement.
+type Marker struct {
+	Kind     MarkerKind
+	Question string
+}
+
+// ParseMarker recognizes a natural-language statement. Forms (keywords are
+// case-insensitive, leading whitespace is allowed):
+//
+//	-- ask: q          the question is the rest of the text; following lines
+//	-- ask-sql: q      are part of it (a leading "--" on them is dropped)
+//	/* ask: q */       the text inside the comment, plus any text after the
+//	/* ask-sql: q */   comment (psql users type `/* ask: */ how many…;`)
+//	ASK q              "ASK" followed by whitespace; the rest is the question
+//
+// The question is trimmed and a trailing ';' dropped. An empty question is
+// MarkerNone, so Postgres answers the text as it would (empty query / syntax
+// error). Ordinary SQL is rejected after looking at its first non-space bytes.
+func ParseMarker(sql string) Marker {
+	i := skipSpace(sql, 0)
+	if i+3 > len(sql) {
+		return Marker{}
+	}
+	switch sql[i] {
+	case '-':
+		if sql[i+1] != '-' {
+			return Marker{}
+		}
+		kind, rest, ok := markerKeyword(sql[i+2:])
+		if !ok {
+			return Marker{}
+		}
+		return finish(kind, joinCommentLines(rest))
+	case '/':
+		if sql[i+1] != '*' {
+			return Marker{}
+		}
+		kind, rest, ok := markerKeyword(sql[i+2:])
+		if !ok {
+			return Marker{}
+		}
+		end := strings.Index(rest, "*/")
+		if end < 0 {
+			return Marker{}
+		}
+		q := strings.TrimSpace(rest[:end])
+		if after := trimQuestion(rest[end+2:]); after != "" {
+			if q == "" {
+				q = after
+			} else {
+				q += "\n" + after
+			}
+		}
+		return finish(kind, q)
+	case 'a', 'A':
+		if len(sql)-i < 4 || !strings.EqualFold(sql[i:i+3], "ask") || !isSpace(sql[i+3]) {
+			return Marker{}
+		}
+		return finish(MarkerAsk, sql[i+4:])
+	}
+	return Marker{}
+}
+
+// maybeMarker is the hot-path pre-check on the first bytes of a statement:
+// false means ParseMarker would certainly return MarkerNone.
+func maybeMarker(b []byte) bool {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i == len(b) {
+		// Only whitespace seen so far; cannot decide from a prefix.
+		return true
+	}
+	switch b[i] {
+	case '-', '/', 'a', 'A':
+		return true
+	}
+	return false
+}
+
+// markerKeyword parses `ask:` or `ask-sql:` after the comment opener.
+func markerKeyword(s string) (MarkerKind, string, bool) {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	s = s[i:]
+	if len(s) < 4 || !strings.EqualFold(s[:3], "ask") {
+		return MarkerNone, "", false
+	}
+	kind := MarkerAsk
+	s = s[3:]
+	if len(s) >= 4 && strings.EqualFold(s[:4], "-sql") {
+		kind = MarkerAskSQL
+		s = s[4:]
+	}
+	s = strings.TrimLeft(s, " \t")
+	if s == "" || s[0] != ':' {
+		return MarkerNone, "", false
+	}
+	return kind, s[1:], true
+}
+
+func joinCommentLines(s string) string {
+	if !strings.Contains(s, "\n") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for j := 1; j < len(lines); j++ {
+		l := strings.TrimLeft(lines[j], " \t")
+		if strings.HasPrefix(l, "--") {
+			lines[j] = l[2:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func finish(kind MarkerKind, q string) Marker {
+	q = trimQuestion(q)
+	if q == "" {
+		return Marker{}
+	}
+	return Marker{Kind: kind, Question: q}
+}
+
+func trimQuestion(q string) string {
+	q = strings.TrimSpace(q)
+	for strings.HasSuffix(q, ";") {
+		q = strings.TrimSpace(q[:len(q)-1])
+	}
+	return q
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}

@@ -1,0 +1,74 @@
+package proxy
+
+import "testing"
+
+func TestParseMarker(t *testing.T) {
+	tests := []struct {
+		in   string
+		kind MarkerKind
+		q    string
+	}{
+		{"SELECT 1", MarkerNone, ""},
+		{"", MarkerNone, ""},
+		{"   ", MarkerNone, ""},
+		{"-- ask: how many users?", MarkerAsk, "how many users?"},
+		{"  \n\t-- ASK: top 5 customers;", MarkerAsk, "top 5 customers"},
+		{"--ask:x", MarkerAsk, "x"},
+		{"-- ask-sql: revenue by month", MarkerAskSQL, "revenue by month"},
+		{"-- Ask-SQL : spaced colon", MarkerAskSQL, "spaced colon"},
+		{"-- ask: line one\n-- line two\nline three;", MarkerAsk, "line one\n line two\nline three"},
+		{"-- ask:", MarkerNone, ""},
+		{"-- ask: ;", MarkerNone, ""},
+		{"-- asking for trouble\nSELECT 1", MarkerNone, ""},
+		{"-- a comment\nSELECT 1", MarkerNone, ""},
+		{"/* ask: orders last week */", MarkerAsk, "orders last week"},
+		{"/* ask: orders */ ;", MarkerAsk, "orders"},
+		{"/*ask-sql: q1*/", MarkerAskSQL, "q1"},
+		{"/* ask: */ how many rows;", MarkerAsk, "how many rows"},
+		{"/* ask: count */ by region;", MarkerAsk, "count\nby region"},
+		{"/* ask: unterminated", MarkerNone, ""},
+		{"/* app=web */ SELECT 1", MarkerNone, ""},
+		{"ASK how many orders?", MarkerAsk, "how many orders?"},
+		{"ask\thow many;", MarkerAsk, "how many"},
+		{"  Ask   spaced  ;;", MarkerAsk, "spaced"},
+		{"ASK", MarkerNone, ""},
+		{"ASK ;", MarkerNone, ""},
+		{"ASKED", MarkerNone, ""},
+		{"asks x", MarkerNone, ""},
+		{"ANALYZE t", MarkerNone, ""},
+		{"- ask: x", MarkerNone, ""},
+		{"/ ask: x", MarkerNone, ""},
+	}
+	for _, tt := range tests {
+		got := ParseMarker(tt.in)
+		if got.Kind != tt.kind || got.Question != tt.q {
+			t.Errorf("ParseMarker(%q) = {%v %q}, want {%v %q}", tt.in, got.Kind, got.Question, tt.kind, tt.q)
+		}
+	}
+}
+
+func TestMaybeMarkerConsistent(t *testing.T) {
+	// The hot-path pre-check must never say "no" when ParseMarker says "yes".
+	for _, in := range []string{"-- ask: a", "/* ask: b */", "ASK c", "  ask d", "\n\n-- ask-sql: e"} {
+		if ParseMarker(in).Kind == MarkerNone {
+			t.Fatalf("%q should be a marker", in)
+		}
+		if !maybeMarker([]byte(in)) {
+			t.Errorf("maybeMarker(%q) = false", in)
+		}
+	}
+	for _, in := range []string{"SELECT 1", "insert into t values (1)", "\x00", "WITH x AS (SELECT 1) SELECT 1"} {
+		if maybeMarker([]byte(in)) {
+			t.Errorf("maybeMarker(%q) = true, want fast rejection", in)
+		}
+	}
+}
+
+func BenchmarkParseMarkerOrdinary(b *testing.B) {
+	q := "SELECT abalance FROM pgbench_accounts WHERE aid = $1"
+	for b.Loop() {
+		if ParseMarker(q).Kind != MarkerNone {
+			b.Fatal("marker")
+		}
+	}
+}

@@ -1,0 +1,361 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("proxy: server closed")
+
+const (
+	defaultHandshakeTimeout = 30 * time.Second
+	defaultMaxMessageSize   = 64 << 20
+	bufSize                 = 64 << 10
+)
+
+// Server is a PostgreSQL relay, configured by its fields like net/http.Server.
+// Fields must not change after Serve starts.
+type Server struct {
+	// Upstreams is the routing table; the entry with Database=="" (or the only
+	// entry) is the default route.
+	Upstreams []Upstream
+	// TLSConfig enables TLS termination for clients; nil answers SSLRequest with 'N'.
+	TLSConfig *tls.Config
+	// RequireTLS rejects plaintext clients (SQLSTATE 28000).
+	RequireTLS bool
+	// MaxConns caps client sessions; 0 is unlimited. Over it: 53300 then close.
+	MaxConns int
+	// HandshakeTimeout bounds startup+authentication; default 30s.
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a client idle outside a transaction; 0 = never.
+	IdleTimeout time.Duration
+	// IdleInTransactionTimeout closes a client idle inside a transaction; 0 = never.
+	IdleInTransactionTimeout time.Duration
+	// MaxMessageSize caps client message length; default 64 MiB. Over it: 08P01 then close.
+	MaxMessageSize int
+	// Translator turns natural-language statements into SQL; nil answers them with 0A000.
+	Translator Translator
+	// OnDDL is called in its own goroutine when a CREATE/ALTER/DROP/COMMENT
+	// CommandComplete passes to a client.
+	OnDDL func(database string, commandTag string)
+	// Logger defaults to zap.NewNop().
+	Logger *zap.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*session]struct{}
+	sessions  int // sessions past startup, counted against MaxConns
+	keys      map[string]*session
+	shutdown  bool
+	wg        sync.WaitGroup
+}
+
+func (s *Server) logger() *zap.Logger {
+	if s.Logger == nil {
+		return zap.NewNop()
+	}
+	return s.Logger
+}
+
+func (s *Server) handshakeTimeout() time.Duration {
+	if s.HandshakeTimeout > 0 {
+		return s.HandshakeTimeout
+	}
+	return defaultHandshakeTimeout
+}
+
+func (s *Server) maxMessageSize() int {
+	if s.MaxMessageSize > 0 {
+		return s.MaxMessageSize
+	}
+	return defaultMaxMessageSize
+}
+
+// ListenAndServe listens on addr (TCP) and serves.
+func (s *Server) ListenAndServe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("proxy: listen: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts clients on ln until Shutdown or Close; it then returns ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error {
+	if err := s.validate(); err != nil {
+		ln.Close()
+		return err
+	}
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = map[net.Listener]struct{}{}
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if s.isShutdown() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		backoff = 0
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		sess := newSession(s, conn)
+		s.mu.Lock()
+		if s.shutdown {
+			s.mu.Unlock()
+			conn.Close()
+			return ErrServerClosed
+		}
+		if s.conns == nil {
+			s.conns = map[*session]struct{}{}
+		}
+		s.conns[sess] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			sess.run()
+			s.mu.Lock()
+			delete(s.conns, sess)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+func (s *Server) validate() error {
+	if len(s.Upstreams) == 0 {
+		return errors.New("proxy: no upstreams configured")
+	}
+	defaults := 0
+	for _, u := range s.Upstreams {
+		if u.Address == "" {
+			return fmt.Errorf("proxy: upstream for database %q has no address", u.Database)
+		}
+		if u.Database == "" {
+			defaults++
+		}
+	}
+	if s.RequireTLS && s.TLSConfig == nil {
+		return errors.New("proxy: RequireTLS set without a TLSConfig")
+	}
+	if defaults > 1 {
+		return errors.New("proxy: more than one default upstream (Database == \"\")")
+	}
+	return nil
+}
+
+func (s *Server) isShutdown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
+}
+
+// route picks the upstream for a client database.
+func (s *Server) route(database string) *Upstream {
+	var def *Upstream
+	for i := range s.Upstreams {
+		u := &s.Upstreams[i]
+		if u.Database == database && database != "" {
+			return u
+		}
+		if u.Database == "" {
+			def = u
+		}
+	}
+	if def == nil && len(s.Upstreams) == 1 {
+		return &s.Upstreams[0]
+	}
+	return def
+}
+
+// acquire counts a session against MaxConns.
+func (s *Server) acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.MaxConns > 0 && s.sessions >= s.MaxConns {
+		return false
+	}
+	s.sessions++
+	return true
+}
+
+func (s *Server) release() {
+	s.mu.Lock()
+	s.sessions--
+	s.mu.Unlock()
+}
+
+// registerKey issues the proxy's own BackendKeyData for a session.
+func (s *Server) registerKey(sess *session, secretLen int) (uint32, []byte, error) {
+	secret := make([]byte, secretLen)
+	var pidb [4]byte
+	for {
+		if _, err := rand.Read(pidb[:]); err != nil {
+			return 0, nil, err
+		}
+		if _, err := rand.Read(secret); err != nil {
+			return 0, nil, err
+		}
+		pid := binary.BigEndian.Uint32(pidb[:]) & 0x7fffffff
+		k := cancelKey(pid, secret)
+		s.mu.Lock()
+		if s.keys == nil {
+			s.keys = map[string]*session{}
+		}
+		if _, dup := s.keys[k]; !dup {
+			s.keys[k] = sess
+			s.mu.Unlock()
+			return pid, secret, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *Server) unregisterKey(k string) {
+	s.mu.Lock()
+	delete(s.keys, k)
+	s.mu.Unlock()
+}
+
+func cancelKey(pid uint32, secret []byte) string {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], pid)
+	return string(b[:]) + string(secret)
+}
+
+// cancel forwards a client CancelRequest to the upstream backend it names.
+// Unknown keys are ignored silently, as Postgres does.
+func (s *Server) cancel(ctx context.Context, pid uint32, secret []byte) {
+	s.mu.Lock()
+	sess := s.keys[cancelKey(pid, secret)]
+	s.mu.Unlock()
+	if sess == nil {
+		s.logger().Debug("cancel request for unknown key")
+		return
+	}
+	// During a translation the executor forwards the cancel itself if one of
+	// its queries is running; the client's statement is not upstream yet.
+	if sess.cancelTranslation() {
+		return
+	}
+	if err := sess.cancelUpstream(ctx); err != nil {
+		s.logger().Warn("forwarding cancel request", zap.Error(err))
+	}
+}
+
+// sendCancel sends a CancelRequest for (pid, secret) to addr and waits for the
+// server to close the connection, as libpq does.
+func sendCancel(ctx context.Context, addr string, pid uint32, secret []byte) error {
+	network := "tcp"
+	if len(addr) > 0 && addr[0] == '/' {
+		network = "unix"
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write(encodeCancel(pid, secret)); err != nil {
+		return fmt.Errorf("cancel: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, conn)
+	return nil
+}
+
+// Shutdown stops accepting, closes idle sessions and lets busy ones finish
+// their transaction; when ctx ends the remaining sessions are closed and
+// ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Re-drain on every tick: sessions still in their handshake become
+		// drainable once they reach ReadyForQuery.
+		s.mu.Lock()
+		all := make([]*session, 0, len(s.conns))
+		for c := range s.conns {
+			all = append(all, c)
+		}
+		s.mu.Unlock()
+		for _, c := range all {
+			c.drain()
+		}
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			s.Close()
+			<-done
+			return fmt.Errorf("proxy: shutdown: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// waitSessions waits until every session goroutine has ended (tests).
+func (s *Server) waitSessions() { s.wg.Wait() }
+
+// Close closes the listeners and every session now.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.shutdown = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	all := make([]*session, 0, len(s.conns))
+	for c := range s.conns {
+		all = append(all, c)
+	}
+	s.mu.Unlock()
+	for _, c := range all {
+		c.close()
+	}
+	return nil
+}

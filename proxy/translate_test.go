@@ -1,0 +1,187 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// scriptTranslator is a test double for the engine: it answers by question
+// and uses the session executor the way the engine does.
+type scriptTranslator struct {
+	mu   sync.Mutex
+	reqs []TranslateRequest
+}
+
+func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) (Translation, error) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+	switch req.Marker.Question {
+	case "how many answers":
+		// Trial run on the client's own session, bounded.
+		res, err := req.Exec.Query(ctx, "SELECT g FROM generate_series(1, 10) g", 3)
+		if err != nil {
+			return Translation{}, err
+		}
+		if len(res.Rows) != 3 || !res.Truncated || res.Columns[0] != "g" || *res.Rows[2][0] != "3" || res.Tag != "SELECT 10" {
+			return Translation{}, errors.New("executor result wrong")
+		}
+		// A server error comes back as *PgError and leaves the session usable.
+		_, err = req.Exec.Query(ctx, "SELECT 1/0", 1)
+		var pe *PgError
+		if !errors.As(err, &pe) || pe.Code != "22012" {
+			return Translation{}, errors.New("executor error not a *PgError 22012")
+		}
+		_, err = req.Exec.Query(ctx, "SELECT nosuchcol FROM pg_class", 1)
+		if !errors.As(err, &pe) || pe.Code != "42703" || pe.Position != 8 {
+			return Translation{}, fmt.Errorf("executor error %v, want 42703 at position 8", err)
+		}
+		return Translation{SQL: "SELECT 42 AS answer", Notice: "nlproxy: SELECT 42 AS answer"}, nil
+	case "show me the sql":
+		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: [][]string{{"SELECT 'it''s'"}}, Tag: "SELECT 1"}}, nil
+	case "bad table":
+		return Translation{}, &PgError{Code: "42P01", Message: "relation \"nope\" does not exist"}
+	case "model down":
+		return Translation{}, errors.New("ollama: connection refused")
+	case "slow":
+		<-ctx.Done()
+		return Translation{}, ctx.Err()
+	case "in tx":
+		if req.TxStatus != 'T' {
+			return Translation{}, errors.New("want tx status T, got " + string(req.TxStatus))
+		}
+		return Translation{SQL: "SELECT 1 AS answer"}, nil
+	}
+	return Translation{}, errors.New("unexpected question " + req.Marker.Question)
+}
+
+func TestTranslator(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	tr := &scriptTranslator{}
+	_, addr := trustServer(t, &Server{Translator: tr})
+	cfg, err := pgx.ParseConfig(trustURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notices []string
+	var nmu sync.Mutex
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		nmu.Lock()
+		notices = append(notices, n.Message)
+		nmu.Unlock()
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	pc := c.PgConn()
+
+	// Simple protocol.
+	res, err := pc.Exec(ctx, "-- ask: how many answers").ReadAll()
+	if err != nil || len(res) != 1 || string(res[0].Rows[0][0]) != "42" || string(res[0].FieldDescriptions[0].Name) != "answer" {
+		t.Fatalf("simple ask: %v %+v", err, res)
+	}
+	nmu.Lock()
+	if len(notices) != 1 || notices[0] != "nlproxy: SELECT 42 AS answer" {
+		t.Errorf("notices %q", notices)
+	}
+	nmu.Unlock()
+
+	// Extended protocol: Describe must see the generated statement's shape (int4).
+	var n int32
+	if err := c.QueryRow(ctx, "/* ask: how many answers */").Scan(&n); err != nil || n != 42 {
+		t.Fatalf("extended ask: %d %v", n, err)
+	}
+	// ask-sql returns the SQL as a one-row result.
+	var sqlText string
+	if err := c.QueryRow(ctx, "-- ask-sql: show me the sql").Scan(&sqlText); err != nil || sqlText != "SELECT 'it''s'" {
+		t.Fatalf("ask-sql: %q %v", sqlText, err)
+	}
+	// Engine errors: *PgError keeps its code, others are XX000; session stays usable.
+	for q, code := range map[string]string{"ASK bad table": "42P01", "ASK model down": "XX000"} {
+		_, err := pc.Exec(ctx, q).ReadAll()
+		if pgCode(err) != code {
+			t.Errorf("%s: err = %v, want %s", q, err, code)
+		}
+		if err := c.QueryRow(ctx, "-- ask: "+strings.TrimPrefix(q, "ASK ")).Scan(&n); pgCode(err) != code {
+			t.Errorf("extended %s: err = %v, want %s", q, err, code)
+		}
+	}
+	if got := queryInt(t, c, "SELECT 9"); got != 9 {
+		t.Fatal("session unusable")
+	}
+
+	// A marker inside a pipelined batch: the statements before it still run, in order.
+	p := pc.StartPipeline(ctx)
+	p.SendQueryParams("SELECT 'first'", nil, nil, nil, nil)
+	p.SendQueryParams("-- ask: how many answers", nil, nil, nil, nil)
+	p.SendQueryParams("SELECT 'last'", nil, nil, nil, nil)
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 4 {
+		r, err := p.GetResults()
+		if err != nil || r == nil {
+			t.Fatalf("pipeline: %v", err)
+		}
+		switch r := r.(type) {
+		case *pgconn.ResultReader:
+			rr := r.Read()
+			if rr.Err != nil {
+				t.Fatalf("pipeline: %v", rr.Err)
+			}
+			got = append(got, string(rr.Rows[0][0]))
+		case *pgconn.PipelineSync:
+			got = append(got, "sync")
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "first,42,last,sync" {
+		t.Fatalf("pipeline got %v", got)
+	}
+
+	// Transaction status is passed to the engine.
+	if _, err := pc.Exec(ctx, "BEGIN; -- x").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Exec(ctx, "ASK in tx").ReadAll(); err != nil {
+		t.Fatalf("ask in tx: %v", err)
+	}
+	if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Cancel during translation aborts the engine's work via ctx.
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = pc.CancelRequest(ctx)
+	}()
+	start := time.Now()
+	_, err = pc.Exec(ctx, "ASK slow").ReadAll()
+	if pgCode(err) != "57014" || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancel during translation: %v after %v", err, time.Since(start))
+	}
+	if got := queryInt(t, c, "SELECT 3"); got != 3 {
+		t.Fatal("session unusable after cancel")
+	}
+
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	r0 := tr.reqs[0]
+	if r0.Database != "postgres" || r0.User != "postgres" || r0.TxStatus != 'I' || r0.Marker.Kind != MarkerAsk {
+		t.Errorf("first request %+v", r0)
+	}
+}
