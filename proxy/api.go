@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Translator turns a natural-language question into SQL. The engine implements it.
@@ -27,6 +28,13 @@ type Translation struct {
 	Notice string
 	// Rows, when non-nil, is returned instead of running SQL (used for ask-sql).
 	Rows *StaticResult
+	// ReadOnly and StatementTimeout bound a generated simple Query sent while
+	// the session is idle: it runs in one implicit transaction preceded by
+	// SET LOCAL transaction_read_only / statement_timeout, whose command tags
+	// the client never sees. A Parse, or a Query inside the client's own
+	// transaction, runs as is (the engine has already trial-run it read-only).
+	ReadOnly         bool
+	StatementTimeout time.Duration
 }
 
 // StaticResult is a small text-typed result the proxy returns as if a query

@@ -62,7 +62,8 @@ type session struct {
 	ctx    context.Context // ends when the session closes
 	cancel context.CancelFunc
 
-	capturing   atomic.Bool // upstream replies go to the executor
+	capturing   atomic.Bool  // upstream replies go to the executor
+	swallowTags atomic.Int32 // CommandCompletes of a generated query's prelude, not relayed
 	hasRewrites atomic.Bool
 	execMu      sync.Mutex
 
@@ -503,6 +504,7 @@ func (s *session) serverLoop() {
 		}
 		switch typ {
 		case 'Z':
+			s.swallowTags.Store(0) // a prelude that failed leaves nothing to swallow
 			b, err := s.ur.Peek(6)
 			if err != nil || n != 1 {
 				s.upstreamLost(locked, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol))
@@ -532,6 +534,15 @@ func (s *session) serverLoop() {
 				s.upstreamFatal = true // Postgres said why it closes; don't add our own error
 			}
 		case 'C':
+			if s.swallowTags.Load() > 0 {
+				// A tag of the proxy's own prelude to a generated query.
+				s.swallowTags.Add(-1)
+				if _, err := s.ur.Discard(5 + n); err != nil {
+					s.upstreamLost(locked, err)
+					return
+				}
+				continue
+			}
 			if s.srv.OnDDL != nil && n <= 256 {
 				if b, err := s.ur.Peek(5 + n); err == nil {
 					s.noteTag(b[5:])
@@ -556,7 +567,7 @@ func (s *session) plainSpan() int {
 		case 'Z':
 			return off
 		case 'C':
-			if ddl {
+			if ddl || s.swallowTags.Load() > 0 {
 				return off
 			}
 		case 'E':
@@ -886,6 +897,11 @@ func (s *session) handleMarker(m Marker, isParse bool, name string, tail []byte)
 		_, err := s.uw.Write(parseMsg(name, sql, tail))
 		return err
 	}
+	if prelude, n := finalPrelude(tr, s.currentTx()); n > 0 && tr.Rows == nil {
+		// One implicit transaction: the SET LOCALs end with the statement.
+		sql = prelude + sql
+		s.swallowTags.Add(int32(n))
+	}
 	s.sent()
 	_, err = s.uw.Write(queryMsg(sql))
 	s.uw.boundary()
@@ -997,4 +1013,31 @@ func fatalSeverity(body []byte) bool {
 		body = body[2+end:]
 	}
 	return false
+}
+
+func (s *session) currentTx() byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txStatus
+}
+
+// finalPrelude is what runs before a generated simple query outside a
+// transaction block: SET LOCALs that make the implicit transaction of the
+// Query message read-only and time-bounded. Inside a client transaction a
+// SET LOCAL would outlive the statement, so none is added there.
+func finalPrelude(tr Translation, tx byte) (string, int) {
+	if tx != 'I' {
+		return "", 0
+	}
+	var b strings.Builder
+	n := 0
+	if tr.ReadOnly {
+		b.WriteString("SET LOCAL transaction_read_only = on; ")
+		n++
+	}
+	if ms := tr.StatementTimeout.Milliseconds(); ms > 0 {
+		fmt.Fprintf(&b, "SET LOCAL statement_timeout = %d; ", ms)
+		n++
+	}
+	return b.String(), n
 }

@@ -54,6 +54,13 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 	case "slow":
 		<-ctx.Done()
 		return Translation{}, ctx.Err()
+	case "bounded":
+		return Translation{SQL: "SELECT current_setting('transaction_read_only') AS ro, current_setting('statement_timeout') AS st",
+			ReadOnly: true, StatementTimeout: 1500 * time.Millisecond}, nil
+	case "sneaky write":
+		return Translation{SQL: "SELECT nextval('proxy_ro_seq')", ReadOnly: true, StatementTimeout: time.Second}, nil
+	case "too slow":
+		return Translation{SQL: "SELECT pg_sleep(5)", ReadOnly: true, StatementTimeout: 100 * time.Millisecond}, nil
 	case "in tx":
 		if req.TxStatus != 'T' {
 			return Translation{}, errors.New("want tx status T, got " + string(req.TxStatus))
@@ -183,5 +190,47 @@ func TestTranslator(t *testing.T) {
 	r0 := tr.reqs[0]
 	if r0.Database != "postgres" || r0.User != "postgres" || r0.TxStatus != 'I' || r0.Marker.Kind != MarkerAsk {
 		t.Errorf("first request %+v", r0)
+	}
+}
+
+// A generated query sent while idle runs read-only and time-bounded in its own
+// implicit transaction; the client sees only its result, and the session's
+// settings are untouched afterwards.
+func TestTranslationReadOnlyFinalRun(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	_, addr := trustServer(t, &Server{Translator: &scriptTranslator{}})
+	c, err := pgx.Connect(ctx, trustURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	pc := c.PgConn()
+	if _, err := pc.Exec(ctx, "CREATE SEQUENCE IF NOT EXISTS proxy_ro_seq").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := pc.Exec(ctx, "ASK bounded").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].CommandTag.String() != "SELECT 1" {
+		t.Fatalf("client saw %d results (first tag %q), want only the SELECT", len(res), res[0].CommandTag)
+	}
+	if ro, st := string(res[0].Rows[0][0]), string(res[0].Rows[0][1]); ro != "on" || st != "1500ms" {
+		t.Fatalf("final query ran with transaction_read_only=%s statement_timeout=%s", ro, st)
+	}
+	for q, code := range map[string]string{"ASK sneaky write": "25006", "ASK too slow": "57014"} {
+		if _, err := pc.Exec(ctx, q).ReadAll(); pgCode(err) != code {
+			t.Errorf("%s: err = %v, want %s", q, err, code)
+		}
+	}
+	// Nothing leaks into the session: it is read-write and unbounded again.
+	res, err = pc.Exec(ctx, "SELECT current_setting('transaction_read_only'), current_setting('statement_timeout'), nextval('proxy_ro_seq')").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := res[0].Rows[0]; string(row[0]) != "off" || string(row[1]) != "0" || string(row[2]) != "1" {
+		t.Fatalf("session after asks: read_only=%s timeout=%s nextval=%s", row[0], row[1], row[2])
 	}
 }

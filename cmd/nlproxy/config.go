@@ -49,6 +49,7 @@ type EngineConfig struct {
 	AskTimeout   Duration `yaml:"ask_timeout"`
 	CallTimeout  Duration `yaml:"call_timeout"`
 	TrialTimeout Duration `yaml:"trial_timeout"`
+	RunTimeout   Duration `yaml:"statement_timeout"`
 	CacheTTL     Duration `yaml:"cache_ttl"`
 	CacheSize    int      `yaml:"cache_size"`
 	CatalogDSN   string   `yaml:"catalog_dsn"`
@@ -104,6 +105,7 @@ func defaultConfig() Config {
 			AskTimeout:   Duration(2 * time.Minute),
 			CallTimeout:  Duration(90 * time.Second),
 			TrialTimeout: Duration(5 * time.Second),
+			RunTimeout:   Duration(time.Minute),
 			CacheTTL:     Duration(10 * time.Minute),
 			CacheSize:    1000,
 			DataDir:      defaultDataDir(),
@@ -221,6 +223,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Var(&e.AskTimeout, "ask-timeout", "time allowed for translating one question (env NLPROXY_ASK_TIMEOUT)")
 	fs.Var(&e.CallTimeout, "llm-call-timeout", "time allowed for one model call (env NLPROXY_LLM_CALL_TIMEOUT)")
 	fs.Var(&e.TrialTimeout, "trial-timeout", "statement_timeout of the engine's trial runs (env NLPROXY_TRIAL_TIMEOUT)")
+	fs.Var(&e.RunTimeout, "ask-statement-timeout", "statement_timeout of the generated query's final run; 0 = none (env NLPROXY_ASK_STATEMENT_TIMEOUT)")
 	fs.Var(&e.CacheTTL, "cache-ttl", "how long a translation is reused for the same question, role and schema; 0 disables (env NLPROXY_CACHE_TTL)")
 	fs.IntVar(&e.CacheSize, "cache-size", e.CacheSize, "translations kept in the cache (env NLPROXY_CACHE_SIZE)")
 	fs.StringVar(&e.CatalogDSN, "catalog-dsn", e.CatalogDSN, "credentials (user, password) the catalog reads schemas and values with; default: the upstream URL's (env NLPROXY_CATALOG_DSN)")
@@ -333,6 +336,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	duration("NLPROXY_ASK_TIMEOUT", &e.AskTimeout)
 	duration("NLPROXY_LLM_CALL_TIMEOUT", &e.CallTimeout)
 	duration("NLPROXY_TRIAL_TIMEOUT", &e.TrialTimeout)
+	duration("NLPROXY_ASK_STATEMENT_TIMEOUT", &e.RunTimeout)
 	duration("NLPROXY_CACHE_TTL", &e.CacheTTL)
 	integer("NLPROXY_CACHE_SIZE", &e.CacheSize)
 	str("NLPROXY_CATALOG_DSN", &e.CatalogDSN)

@@ -81,7 +81,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialTimeout: time.Duration(ec.TrialTimeout),
 		NumCtx:       ec.NumCtx,
 	}
-	return &engineParts{translator: bridge.Translator{Engine: eng}, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
+	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)}, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
 }
 
 // attach makes srv answer natural-language statements with the engine and

@@ -17,6 +17,9 @@ import (
 // Translator is a proxy.Translator backed by an engine.
 type Translator struct {
 	Engine *engine.Engine
+	// StatementTimeout bounds the generated query's own run (0: none). Outside
+	// a client transaction it also runs with transaction_read_only = on.
+	StatementTimeout time.Duration
 }
 
 var _ proxy.Translator = Translator{}
@@ -47,7 +50,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 			}},
 		}}, nil
 	}
-	return proxy.Translation{SQL: res.SQL, Notice: "nlproxy: " + res.SQL}, nil
+	return proxy.Translation{SQL: res.SQL, Notice: "nlproxy: " + res.SQL, ReadOnly: true, StatementTimeout: t.StatementTimeout}, nil
 }
 
 func toPgError(err error) error {
