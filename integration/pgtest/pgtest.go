@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,6 +334,9 @@ func (c *Cluster) run(ctx context.Context, bin string, args ...string) ([]byte, 
 		cmd = exec.CommandContext(ctx, path, args...)
 	}
 	cmd.Dir = c.dir
+	// Own process group: a Ctrl-C meant for the demo or a test run must not
+	// reach the server directly; Stop shuts it down in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
