@@ -1,12 +1,11 @@
 package valueindex
 
 import (
-	"bufio"
-	"encoding/binary"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/nlproxy/nlproxy/catalog/internal/gobfile"
 )
 
 const (
@@ -30,51 +29,21 @@ type snapshot struct {
 	RawOff  []uint32
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // WriteTo writes the index: an 8-byte magic, a uint32 version, then a gob
 // snapshot of the values.
 func (ix *Index) WriteTo(w io.Writer) (int64, error) {
-	cw := &countWriter{w: w}
-	bw := bufio.NewWriter(cw)
-	bw.WriteString(fileMagic)
-	var v [4]byte
-	binary.BigEndian.PutUint32(v[:], fileVersion)
-	bw.Write(v[:])
 	snap := snapshot{Cfg: ix.cfg, Cols: ix.cols, Skipped: ix.skipped, Raw: ix.raw, RawOff: ix.rawOff}
-	if err := gob.NewEncoder(bw).Encode(&snap); err != nil {
-		return cw.n, fmt.Errorf("valueindex: encode: %w", err)
+	n, err := gobfile.Write(w, fileMagic, fileVersion, &snap)
+	if err != nil {
+		return n, fmt.Errorf("valueindex: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
-		return cw.n, fmt.Errorf("valueindex: write: %w", err)
-	}
-	return cw.n, nil
+	return n, nil
 }
 
 // Read loads an index written by WriteTo and rebuilds its derived structures.
 func Read(r io.Reader) (*Index, error) {
-	br := bufio.NewReader(r)
-	var hdr [12]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrFormat, err)
-	}
-	if string(hdr[:8]) != fileMagic {
-		return nil, fmt.Errorf("%w: bad magic", ErrFormat)
-	}
-	if v := binary.BigEndian.Uint32(hdr[8:]); v != fileVersion {
-		return nil, fmt.Errorf("%w: version %d", ErrFormat, v)
-	}
 	var snap snapshot
-	if err := gob.NewDecoder(br).Decode(&snap); err != nil {
+	if err := gobfile.Read(r, fileMagic, fileVersion, &snap); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	if err := snap.validate(); err != nil {
