@@ -1,34 +1,14 @@
 package catalog_test
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	goldenfile "github.com/nlproxy/nlproxy/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./catalog -run Render -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from %s (run with -update after checking):\n%s", name, path, got)
-	}
-}
+func golden(t *testing.T, name, got string) { t.Helper(); goldenfile.Check(t, name, got) }
 
 func TestRenderGolden(t *testing.T) {
 	s := introspect(t, "sample", catalog.IntrospectOptions{})

@@ -3,16 +3,15 @@ package prompts
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+	"github.com/nlproxy/nlproxy/internal/golden"
+)
 
 func fixtureSchema(t *testing.T) string {
 	t.Helper()
@@ -114,21 +113,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := format(p)
-			path := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./prompts -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from golden; run go test ./prompts -update and review the diff.\n%s", path, got)
-			}
+			golden.Check(t, name, format(p))
 		})
 	}
 }

@@ -1,0 +1,33 @@
+// Package golden compares test output with files under testdata/ and
+// rewrites them when the test binary runs with -update.
+package golden
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// update is the conventional golden-file flag; it only exists in test
+// binaries that import this package.
+var update = flag.Bool("update", false, "rewrite golden files in testdata/ instead of comparing")
+
+// Check compares got with testdata/<name>.golden, or writes it with -update.
+func Check(t testing.TB, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the output below; if the change is intended, run go test with -update and review the diff:\n%s", path, got)
+	}
+}
