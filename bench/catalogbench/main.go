@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "introspect,values,recall", "comma-separated benchmarks to run: introspect, values, recall, large")
+	only := flag.String("only", "introspect,values,recall,samplerecall", "comma-separated benchmarks to run: introspect, values, recall, samplerecall, large")
 	flag.Parse()
 	if err := run(context.Background(), strings.Split(*only, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "catalogbench:", err)
@@ -38,6 +38,7 @@ func run(ctx context.Context, only []string) error {
 		{"introspect", runIntrospectBench},
 		{"values", runValueBench},
 		{"recall", runRecallBench},
+		{"samplerecall", runSampleRecallBench},
 		{"large", runLargeBench}, // not in the default set: loads ≥ 1M orders
 	}
 	failed := false
