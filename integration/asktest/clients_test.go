@@ -1,0 +1,193 @@
+package asktest_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+)
+
+// The clients ask variations of one question; every variation gets the
+// same scripted SQL, and each is a different cache key, so every client's
+// ask goes through the model.
+const (
+	clientTopic = "first three products"
+	clientSQL   = "SELECT product_id, sku FROM products ORDER BY product_id LIMIT 3"
+)
+
+func testClients(t *testing.T, f *fixture) {
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, clientTopic}, Reply: sqlReply(clientSQL)},
+	)
+	f.fake.Reset()
+	rows := f.direct(t, clientSQL)
+	want := func(label string) string { return label + ": cols=product_id,sku rows=" + rows }
+	host, port, _ := net.SplitHostPort(f.proxy)
+
+	t.Run("psql", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, stmt := range []string{"/* ask: " + clientTopic + " for psql */", "ASK " + clientTopic + " for psql, bare;"} {
+			out, stderr, err := psql(ctx, t, f.proxy, "-F", ",", "-R", ";", "-c", stmt)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", stmt, err, stderr)
+			}
+			if out != rows {
+				t.Errorf("%s: %q, want %q", stmt, out, rows)
+			}
+			if !strings.Contains(stderr, clientSQL) {
+				t.Errorf("%s: no NOTICE with the SQL on stderr: %q", stmt, stderr)
+			}
+		}
+	})
+
+	t.Run("pgx", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := f.connect(t, f.proxy)
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement,
+			pgx.QueryExecModeDescribeExec} {
+			q := fmt.Sprintf("-- ask: %s via pgx %v", clientTopic, mode)
+			r, err := c.Query(ctx, q, mode)
+			if err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+			var cols []string
+			for _, fd := range r.FieldDescriptions() {
+				cols = append(cols, fd.Name)
+			}
+			var got []string
+			for r.Next() {
+				var id int
+				var sku string
+				if err := r.Scan(&id, &sku); err != nil { // binary/typed decoding needs the described types
+					t.Fatalf("%v: scan: %v", mode, err)
+				}
+				got = append(got, fmt.Sprintf("%d,%s", id, sku))
+			}
+			if err := r.Err(); err != nil {
+				t.Fatalf("%v: %v", mode, err)
+			}
+			if line := "cols=" + strings.Join(cols, ",") + " rows=" + strings.Join(got, ";"); "x: "+line != want("x") {
+				t.Errorf("%v: %s, want %s", mode, line, want("x"))
+			}
+		}
+		assertUsable(ctx, t, c)
+	})
+
+	t.Run("pgjdbc", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		javac, java := requireBinary(t, "javac"), requireBinary(t, "java")
+		const jar = "/usr/share/java/postgresql.jar"
+		if _, err := os.Stat(jar); err != nil {
+			t.Skipf("pgjdbc jar missing: %v", err)
+		}
+		classes := t.TempDir()
+		if out, err := exec.CommandContext(ctx, javac, "-encoding", "UTF-8", "-d", classes, "-cp", jar, "testdata/AskClient.java").CombinedOutput(); err != nil {
+			t.Fatalf("javac: %v\n%s", err, out)
+		}
+		url := fmt.Sprintf("jdbc:postgresql://%s:%s/%s?sslmode=disable", host, port, db)
+		out := run(ctx, t, nil, java, "-cp", classes+":"+jar, "AskClient", url, askUser, askPass,
+			clientTopic+" via jdbc statement", clientTopic+" via jdbc prepared")
+		assertLines(t, out, want("statement"), want("prepared"), "after: 42")
+	})
+
+	dsn := fmt.Sprintf("host=%s port=%s dbname=%s user=%s password=%s sslmode=disable", host, port, db, askUser, askPass)
+	for _, driver := range []string{"psycopg2", "psycopg"} {
+		t.Run(driver, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			py := "/usr/bin/python3" // Debian's psycopg packages belong to the system interpreter
+			if _, err := os.Stat(py); err != nil {
+				py = requireBinary(t, "python3")
+			}
+			if out, err := exec.CommandContext(ctx, py, "-c", "import "+driver).CombinedOutput(); err != nil {
+				t.Skipf("python module %s not installed: %s", driver, out)
+			}
+			arg, labels := "psycopg3", []string{"execute", "prepared"}
+			if driver == "psycopg2" {
+				arg, labels = "psycopg2", []string{"execute", "comment"}
+			}
+			out := run(ctx, t, nil, py, "testdata/ask_client.py", arg, dsn,
+				clientTopic+" via "+driver+" one", clientTopic+" via "+driver+" two")
+			assertLines(t, out, want(labels[0]), want(labels[1]), "after: 42")
+		})
+	}
+
+	t.Run("node-postgres", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		modules := nodeModules(ctx, t)
+		conn := fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", askUser, askPass, host, port, db)
+		out := run(ctx, t, []string{"NODE_PATH=" + modules, "NODE_NO_WARNINGS=1"}, requireBinary(t, "node"), "testdata/ask_client.js", conn,
+			clientTopic+" via node simple", clientTopic+" via node extended")
+		assertLines(t, out, want("simple"), want("extended"), "after: 42")
+	})
+}
+
+func requireBinary(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed", name)
+	}
+	return p
+}
+
+// run runs a client program and returns its stdout; a failure shows stderr.
+func run(ctx context.Context, t *testing.T, env []string, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", filepath.Base(bin), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func assertLines(t *testing.T, out string, want ...string) {
+	t.Helper()
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("output:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// nodeModules installs node-postgres once into the user cache directory.
+func nodeModules(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	npm := requireBinary(t, "npm")
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "nlproxy-test", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pg", "package.json")); err == nil {
+		return filepath.Join(dir, "node_modules")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"nlproxy-test-clients","private":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "pg@8")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install pg: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "node_modules")
+}
