@@ -334,7 +334,7 @@ func (s *session) relayAuth() error {
 				return s.fatal("08P01", "nlproxy: malformed authentication request from upstream")
 			}
 			sub := binary.BigEndian.Uint32(body)
-			if sub == 10 && s.clientTLS {
+			if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
 				body = stripChannelBinding(body)
 			}
 			if err := s.sendClient(appendMsg(out[:0], typ, body)); err != nil {
