@@ -79,7 +79,7 @@ func (f *fixture) engine(t *testing.T) *Engine {
 }
 
 func (f *fixture) request(q string) Request {
-	return Request{Question: q, Database: "postgres", Role: "postgres", TxStatus: TxIdle, Exec: connExecutor{f.conn}}
+	return Request{Question: q, Database: "postgres", Role: "postgres", TxStatus: TxIdle, Exec: ConnExecutor{Conn: f.conn}}
 }
 
 func sqlReply(sql string) string {
@@ -192,7 +192,7 @@ func TestTranslate(t *testing.T) {
 
 	// Nothing the model wrote changed the data.
 	var n string
-	rows, err := (connExecutor{f.conn}).Query(ctx, "SELECT count(*) FROM sales", 1)
+	rows, err := (ConnExecutor{Conn: f.conn}).Query(ctx, "SELECT count(*) FROM sales", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestPrivilegesRestrictSchema(t *testing.T) {
 	)
 	eng := f.engine(t)
 	req := f.request("how many stores and sales")
-	req.Role, req.Exec = "clerk", connExecutor{clerk}
+	req.Role, req.Exec = "clerk", ConnExecutor{Conn: clerk}
 	if _, err := eng.Translate(ctx, req); err != nil {
 		t.Fatal(err)
 	}

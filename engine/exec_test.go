@@ -12,41 +12,6 @@ import (
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
-// connExecutor is a real Executor over a pgconn session, standing in for the
-// proxy's session executor.
-type connExecutor struct{ conn *pgconn.PgConn }
-
-func (e connExecutor) Query(ctx context.Context, sql string, maxRows int) (*Rows, error) {
-	results, err := e.conn.Exec(ctx, sql).ReadAll()
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return nil, &ServerError{Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint}
-		}
-		return nil, err
-	}
-	last := results[len(results)-1]
-	out := &Rows{Tag: last.CommandTag.String()}
-	for _, f := range last.FieldDescriptions {
-		out.Columns = append(out.Columns, f.Name)
-	}
-	for i, r := range last.Rows {
-		if maxRows > 0 && i == maxRows {
-			out.Truncated = true
-			break
-		}
-		row := make([]*string, len(r))
-		for j, v := range r {
-			if v != nil {
-				s := string(v)
-				row[j] = &s
-			}
-		}
-		out.Values = append(out.Values, row)
-	}
-	return out, nil
-}
-
 func TestMain(m *testing.M) { os.Exit(m.Run()) }
 
 func TestTrialRun(t *testing.T) {
@@ -65,7 +30,7 @@ func TestTrialRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	ex := connExecutor{conn}
+	ex := ConnExecutor{Conn: conn}
 	count := func() string {
 		rows, err := ex.Query(ctx, "SELECT count(*) FROM t", 0)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
@@ -81,15 +82,6 @@ func newClientEnv(t *testing.T) clientEnv {
 	}}
 }
 
-func requireBinary(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed: %v", name, err)
-	}
-	return p
-}
-
 // runClient runs an external client with the target's libpq environment and
 // returns its stdout; a non-zero exit fails the test with both streams.
 func runClient(ctx context.Context, t *testing.T, tg target, extraEnv []string, name string, args ...string) string {
@@ -134,7 +126,7 @@ func TestClients(t *testing.T) {
 }
 
 func testPsql(ctx context.Context, t *testing.T, nt namedTarget) {
-	psql := requireBinary(t, "psql")
+	psql := clienttest.RequireBinary(t, "psql")
 	extra := []string{"PGTZ=UTC", "PGAPPNAME=nlproxy-psql"}
 	t.Run("commands", func(t *testing.T) {
 		out := runClient(ctx, t, nt.tg, extra, psql, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",
@@ -221,7 +213,7 @@ func testPsql(ctx context.Context, t *testing.T, nt namedTarget) {
 }
 
 func testPgbench(ctx context.Context, t *testing.T, env clientEnv) {
-	pgbench := requireBinary(t, "pgbench")
+	pgbench := clienttest.RequireBinary(t, "pgbench")
 	if err := env.cluster.CreateDatabase(ctx, "bench"); err != nil {
 		t.Fatal(err)
 	}
@@ -434,8 +426,8 @@ func codeOrNone(err error) string {
 }
 
 func testJDBC(ctx context.Context, t *testing.T, nt namedTarget) {
-	java := requireBinary(t, "java")
-	javac := requireBinary(t, "javac")
+	java := clienttest.RequireBinary(t, "java")
+	javac := clienttest.RequireBinary(t, "javac")
 	const jar = "/usr/share/java/postgresql.jar"
 	if _, err := os.Stat(jar); err != nil {
 		t.Skipf("pgjdbc jar missing: %v", err)
@@ -467,7 +459,7 @@ func pythonBin(t *testing.T) string {
 	if _, err := os.Stat("/usr/bin/python3"); err == nil {
 		return "/usr/bin/python3"
 	}
-	return requireBinary(t, "python3")
+	return clienttest.RequireBinary(t, "python3")
 }
 
 func requirePythonModule(ctx context.Context, t *testing.T, py, module string) {
@@ -506,37 +498,8 @@ func testPsycopg3(ctx context.Context, t *testing.T, nt namedTarget) {
 	}
 }
 
-// nodeModules installs node-postgres once into the user cache directory.
-func nodeModules(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	requireBinary(t, "node")
-	npm := requireBinary(t, "npm")
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	dir := filepath.Join(base, "nlproxy-test", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pg", "package.json")); err == nil {
-		return filepath.Join(dir, "node_modules")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"nlproxy-test-clients","private":true}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "pg@8")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install pg: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "node_modules")
-}
-
 func testNode(ctx context.Context, t *testing.T, nt namedTarget) {
-	modules := nodeModules(ctx, t)
+	modules := clienttest.NodeModules(ctx, t)
 	out := runClient(ctx, t, nt.tg, []string{"NODE_PATH=" + modules, "NODE_NO_WARNINGS=1"}, "node", "testdata/client.js")
 	want := scenarioLines("connect: ok")
 	want = append(want[:8:8], "marker-extended: "+markerResult(), want[8])
@@ -584,7 +547,7 @@ func TestTLSBothLegs(t *testing.T) {
 		}
 	})
 	t.Run("psql channel_binding=disable", func(t *testing.T) {
-		psql := requireBinary(t, "psql")
+		psql := clienttest.RequireBinary(t, "psql")
 		out := runClient(ctx, t, tg, []string{"PGCHANNELBINDING=disable"}, psql, "-X", "-A", "-t",
 			"-c", "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
 		assertLines(t, out, []string{"t"})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -71,40 +70,14 @@ type timedExec struct {
 
 func (e *timedExec) Query(ctx context.Context, sql string, maxRows int) (*engine.Rows, error) {
 	start := time.Now()
-	results, err := e.conn.Exec(ctx, sql).ReadAll()
+	rows, err := engine.ConnExecutor{Conn: e.conn}.Query(ctx, sql, maxRows)
 	// The privilege query is the engine's own work, not the answer's SQL.
 	if !strings.Contains(sql, "has_column_privilege") {
 		e.mu.Lock()
 		e.sql += time.Since(start)
 		e.mu.Unlock()
 	}
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return nil, &engine.ServerError{Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint, Position: int(pgErr.Position)}
-		}
-		return nil, err
-	}
-	last := results[len(results)-1]
-	out := &engine.Rows{Tag: last.CommandTag.String()}
-	for _, f := range last.FieldDescriptions {
-		out.Columns = append(out.Columns, f.Name)
-	}
-	for i, r := range last.Rows {
-		if maxRows > 0 && i == maxRows {
-			out.Truncated = true
-			break
-		}
-		row := make([]*string, len(r))
-		for j, v := range r {
-			if v != nil {
-				s := string(v)
-				row[j] = &s
-			}
-		}
-		out.Values = append(out.Values, row)
-	}
-	return out, nil
+	return rows, err
 }
 
 func (e *timedExec) take() time.Duration {

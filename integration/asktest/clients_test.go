@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
@@ -88,7 +89,7 @@ func testClients(t *testing.T, f *fixture) {
 	t.Run("pgjdbc", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		javac, java := requireBinary(t, "javac"), requireBinary(t, "java")
+		javac, java := clienttest.RequireBinary(t, "javac"), clienttest.RequireBinary(t, "java")
 		const jar = "/usr/share/java/postgresql.jar"
 		if _, err := os.Stat(jar); err != nil {
 			t.Skipf("pgjdbc jar missing: %v", err)
@@ -110,7 +111,7 @@ func testClients(t *testing.T, f *fixture) {
 			defer cancel()
 			py := "/usr/bin/python3" // Debian's psycopg packages belong to the system interpreter
 			if _, err := os.Stat(py); err != nil {
-				py = requireBinary(t, "python3")
+				py = clienttest.RequireBinary(t, "python3")
 			}
 			if out, err := exec.CommandContext(ctx, py, "-c", "import "+driver).CombinedOutput(); err != nil {
 				t.Skipf("python module %s not installed: %s", driver, out)
@@ -128,21 +129,12 @@ func testClients(t *testing.T, f *fixture) {
 	t.Run("node-postgres", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		modules := nodeModules(ctx, t)
+		modules := clienttest.NodeModules(ctx, t)
 		conn := fmt.Sprintf("postgres://%s:%s@%s:%s/%s?sslmode=disable", askUser, askPass, host, port, db)
-		out := run(ctx, t, []string{"NODE_PATH=" + modules, "NODE_NO_WARNINGS=1"}, requireBinary(t, "node"), "testdata/ask_client.js", conn,
+		out := run(ctx, t, []string{"NODE_PATH=" + modules, "NODE_NO_WARNINGS=1"}, clienttest.RequireBinary(t, "node"), "testdata/ask_client.js", conn,
 			clientTopic+" via node simple", clientTopic+" via node extended")
 		assertLines(t, out, want("simple"), want("extended"), "after: 42")
 	})
-}
-
-func requireBinary(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed", name)
-	}
-	return p
 }
 
 // run runs a client program and returns its stdout; a failure shows stderr.
@@ -164,30 +156,4 @@ func assertLines(t *testing.T, out string, want ...string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("output:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-}
-
-// nodeModules installs node-postgres once into the user cache directory.
-func nodeModules(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	npm := requireBinary(t, "npm")
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	dir := filepath.Join(base, "nlproxy-test", "node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "pg", "package.json")); err == nil {
-		return filepath.Join(dir, "node_modules")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"nlproxy-test-clients","private":true}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "pg@8")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install pg: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "node_modules")
 }

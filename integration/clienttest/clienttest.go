@@ -1,0 +1,64 @@
+// Package clienttest holds what the end-to-end tests need to drive external
+// Postgres clients: finding their binaries and installing node-postgres once.
+package clienttest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RequireBinary returns the path of name, or skips the test when it is not installed.
+func RequireBinary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed: %v", name, err)
+	}
+	return p
+}
+
+// NodeModules installs node-postgres (pg@8) once into the user cache
+// directory and returns the node_modules path for NODE_PATH. A file lock keeps
+// test packages running in parallel from installing into it at once.
+func NodeModules(ctx context.Context, t testing.TB) string {
+	t.Helper()
+	RequireBinary(t, "node")
+	npm := RequireBinary(t, "npm")
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "nlproxy-test", "node")
+	modules := filepath.Join(dir, "node_modules")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
+	if _, err := os.Stat(filepath.Join(modules, "pg", "package.json")); err == nil {
+		return modules
+	}
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"nlproxy-test-clients","private":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "pg@8")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install pg: %v\n%s", err, out)
+	}
+	return modules
+}
