@@ -1,0 +1,268 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func readStartup(r *bufio.Reader) (startupPacket, error) {
+	hdr, err := r.Peek(4)
+	if err != nil {
+		return startupPacket{}, err
+	}
+	n := int(int32(binary.BigEndian.Uint32(hdr)))
+	if n < 8 || n > maxStartupLen {
+		return startupPacket{}, fmt.Errorf("%w: invalid length of startup packet", ErrProtocol)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return startupPacket{}, err
+	}
+	return parseStartup(buf[4:])
+}
+
+func (s *session) handshake(ctx context.Context) error {
+	deadline, _ := ctx.Deadline()
+	_ = s.client.SetDeadline(deadline)
+	var pkt startupPacket
+	for {
+		var err error
+		pkt, err = readStartup(s.cr)
+		if errors.Is(err, ErrProtocol) {
+			return s.fatal("08P01", "nlproxy: %v", err)
+		}
+		if err != nil {
+			return err
+		}
+		switch pkt.Kind {
+		case startupSSL:
+			if s.clientTLS {
+				return s.fatal("08P01", "nlproxy: SSLRequest on an encrypted connection")
+			}
+			if s.srv.TLSConfig == nil {
+				if err := s.sendClient([]byte{'N'}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.sendClient([]byte{'S'}); err != nil {
+				return err
+			}
+			// Bytes already here were sent in plaintext after the SSLRequest and
+			// would be mistaken for protected data (CVE-2021-23214).
+			if s.cr.Buffered() > 0 {
+				return s.fatal("08P01", "nlproxy: received unencrypted data after SSL request")
+			}
+			tc := tls.Server(s.client, s.srv.TLSConfig)
+			if err := tc.HandshakeContext(ctx); err != nil {
+				return fmt.Errorf("client TLS handshake: %w", err)
+			}
+			s.cr.Reset(tc)
+			s.cw.Reset(tc)
+			s.clientTLS = true
+		case startupGSSENC:
+			if err := s.sendClient([]byte{'N'}); err != nil {
+				return err
+			}
+		case startupCancel:
+			s.srv.cancel(ctx, pkt.PID, pkt.Secret)
+			return errQuiet
+		case startupMessage:
+			return s.startup(ctx, deadline, pkt)
+		}
+	}
+}
+
+func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPacket) error {
+	if s.srv.RequireTLS && !s.clientTLS {
+		return s.fatal("28000", "nlproxy: this proxy requires TLS (connect with sslmode=require)")
+	}
+	if !s.srv.acquire() {
+		return s.fatal("53300", "nlproxy: too many connections (limit %d)", s.srv.MaxConns)
+	}
+	s.mu.Lock()
+	s.acquired = true
+	s.mu.Unlock()
+	if s.srv.isShutdown() {
+		return s.fatal("57P03", "nlproxy: the proxy is shutting down")
+	}
+	s.user, _ = pkt.get("user")
+	db, ok := pkt.get("database")
+	if !ok || db == "" {
+		db = s.user
+	}
+	s.database = db
+	s.route = s.srv.route(db)
+	if s.route == nil {
+		return s.fatal("3D000", "nlproxy: no upstream configured for database %q", db)
+	}
+	s.log = s.log.With(zap.String("database", db))
+
+	up, err := s.route.dial(ctx)
+	if err != nil {
+		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
+		return s.fatal("08001", "nlproxy: cannot connect to upstream %s: %v", s.route.Address, rootCause(err))
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.upConn = up
+	s.mu.Unlock()
+	if closing {
+		up.Close()
+		return errQuiet
+	}
+	if tc, ok := up.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	_ = up.SetDeadline(deadline)
+	s.ur = bufio.NewReaderSize(up, bufSize)
+	s.uw = newOutBuf(up, bufSize)
+
+	params := make([]param, 0, len(pkt.Params)+1)
+	for _, p := range pkt.Params {
+		if p.Name == "database" && s.route.OverrideDatabase != "" {
+			continue
+		}
+		params = append(params, p)
+	}
+	if s.route.OverrideDatabase != "" {
+		params = append(params, param{"database", s.route.OverrideDatabase})
+	}
+	if _, err := s.uw.Write(encodeStartup(pkt.Version, params)); err != nil {
+		return s.fatal("08006", "nlproxy: upstream write: %v", err)
+	}
+	if err := s.uw.Flush(); err != nil {
+		return s.fatal("08006", "nlproxy: upstream write: %v", err)
+	}
+	if err := s.relayAuth(); err != nil {
+		return err
+	}
+	s.uw.boundary() // nothing of a batch is in flight yet
+	_ = up.SetDeadline(time.Time{})
+	_ = s.client.SetDeadline(time.Time{})
+	return nil
+}
+
+// relayAuth relays authentication and the post-auth messages up to the first
+// ReadyForQuery, swapping BackendKeyData for the proxy's own key.
+func (s *session) relayAuth() error {
+	out := make([]byte, 0, 512)
+	for {
+		typ, body, err := readFrame(s.ur, 0)
+		if err != nil {
+			return s.fatal("08006", "nlproxy: upstream closed the connection during startup: %v", rootCause(err))
+		}
+		switch typ {
+		case 'R':
+			if len(body) < 4 {
+				return s.fatal("08P01", "nlproxy: malformed authentication request from upstream")
+			}
+			sub := binary.BigEndian.Uint32(body)
+			if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
+				body = stripChannelBinding(body)
+			}
+			if err := s.sendClient(appendMsg(out[:0], typ, body)); err != nil {
+				return err
+			}
+			switch sub {
+			case 0, 12: // AuthenticationOk, SASLFinal: no reply
+			case 3, 5, 7, 8, 9, 10, 11: // password, md5, GSS, SSPI, SASL: one client reply
+				if err := s.relayClientAuth(); err != nil {
+					return err
+				}
+			default:
+				return s.fatal("28000", "nlproxy: unsupported authentication method %d", sub)
+			}
+		case 'K':
+			if len(body) < 8 {
+				return s.fatal("08P01", "nlproxy: malformed BackendKeyData from upstream")
+			}
+			pid, secret, err := s.srv.registerKey(s, len(body)-4)
+			if err != nil {
+				return s.fatal("XX000", "nlproxy: cancel key: %v", err)
+			}
+			s.mu.Lock()
+			s.realPID = binary.BigEndian.Uint32(body)
+			s.realSecret = append([]byte(nil), body[4:]...)
+			s.key = cancelKey(pid, secret)
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				s.srv.unregisterKey(cancelKey(pid, secret))
+				return errQuiet
+			}
+			kb := binary.BigEndian.AppendUint32(nil, pid)
+			if _, err := s.cw.Write(appendMsg(out[:0], 'K', append(kb, secret...))); err != nil {
+				return err
+			}
+		case 'E':
+			_ = s.sendClient(appendMsg(out[:0], typ, body))
+			return fmt.Errorf("upstream refused: %w", pgErrorFromBody(body))
+		case 'Z':
+			if len(body) != 1 {
+				return s.fatal("08P01", "nlproxy: malformed ReadyForQuery from upstream")
+			}
+			s.mu.Lock()
+			s.txStatus = body[0]
+			s.ready = true
+			s.lastActive = time.Now()
+			s.mu.Unlock()
+			return s.sendClient(appendMsg(out[:0], typ, body))
+		default: // ParameterStatus, NoticeResponse, NegotiateProtocolVersion, …
+			s.cwMu.Lock()
+			_, err := s.cw.Write(appendMsg(out[:0], typ, body))
+			s.cwMu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *session) relayClientAuth() error {
+	typ, body, err := readFrame(s.cr, s.maxMsg)
+	if errors.Is(err, ErrProtocol) {
+		return s.fatal("08P01", "nlproxy: %v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if typ != 'p' {
+		return s.fatal("08P01", "nlproxy: expected authentication response, got message type %q", typ)
+	}
+	if _, err := s.uw.Write(appendMsg(nil, typ, body)); err != nil {
+		return err
+	}
+	return s.uw.Flush()
+}
+
+// stripChannelBinding removes SCRAM-SHA-256-PLUS from an AuthenticationSASL
+// body: channel binding cannot work when TLS is terminated at the proxy.
+func stripChannelBinding(body []byte) []byte {
+	out := append([]byte(nil), body[:4]...)
+	rest := body[4:]
+	for len(rest) > 0 && rest[0] != 0 {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return body
+		}
+		if mech := string(rest[:i]); !strings.HasSuffix(mech, "-PLUS") {
+			out = append(out, rest[:i+1]...)
+		}
+		rest = rest[i+1:]
+	}
+	return append(out, 0)
+}
+
+// rootCause digs the syscall error out of a dial error for a short message.
