@@ -36,6 +36,11 @@ func Build(ctx context.Context, conn Querier, database string, opts BuildOptions
 // applyValueExamples).
 func BuildFromSchema(ctx context.Context, conn Querier, database string, s *Schema, opts BuildOptions) (*Snapshot, error) {
 	snap := &Snapshot{Database: database, Schema: s, BuiltAt: time.Now().UTC(), Version: 1}
+	fns, err := LoadFunctions(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	snap.Functions = fns
 	if !opts.SkipValues {
 		vq, ok := conn.(valueindex.Querier)
 		if !ok {

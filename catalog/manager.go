@@ -227,6 +227,19 @@ func (m *Manager) check(ctx context.Context, database string, st *dbState, log *
 	}
 	cur := st.snap.Load()
 	if cur != nil && cur.Schema.Fingerprint == s.Fingerprint {
+		// Same tables and columns; a view's definition or a function may
+		// still have changed, and the guard must judge by the current ones.
+		fns, err := LoadFunctions(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if fns.Equal(cur.Functions) {
+			return nil
+		}
+		next := *cur
+		next.Functions, next.Version = fns, cur.Version+1
+		m.publish(st, &next, log)
+		log.Info("catalog functions and views refreshed", zap.Int("version", next.Version))
 		return nil
 	}
 	snap, err := BuildFromSchema(ctx, conn, database, s, BuildOptions{
@@ -239,6 +252,14 @@ func (m *Manager) check(ctx context.Context, database string, st *dbState, log *
 	if cur != nil {
 		snap.Version = cur.Version + 1
 	}
+	m.publish(st, snap, log)
+	log.Info("catalog snapshot built", zap.String("fingerprint", s.Fingerprint), zap.Int("version", snap.Version),
+		zap.Int("tables", len(s.Tables)), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+// publish saves snap (when a data directory is set) and makes it current.
+func (m *Manager) publish(st *dbState, snap *Snapshot, log *zap.Logger) {
 	if m.DataDir != "" {
 		if err := SaveSnapshot(m.DataDir, snap); err != nil {
 			// Serve the fresh snapshot anyway; the next rebuild retries the save.
@@ -246,9 +267,6 @@ func (m *Manager) check(ctx context.Context, database string, st *dbState, log *
 		}
 	}
 	st.snap.Store(snap)
-	log.Info("catalog snapshot built", zap.String("fingerprint", s.Fingerprint), zap.Int("version", snap.Version),
-		zap.Int("tables", len(s.Tables)), zap.Duration("took", time.Since(start)))
-	return nil
 }
 
 func (m *Manager) connect(ctx context.Context, database string) (*pgx.Conn, error) {

@@ -24,12 +24,14 @@ type Snapshot struct {
 	Schema       *Schema
 	Values       *valueindex.Index // nil when not built
 	Descriptions *descindex.Index  // nil when not built
-	BuiltAt      time.Time
-	Version      int // build sequence number, +1 per rebuild of this database
+	// Functions is what the SQL guard checks calls and views against.
+	Functions *Functions
+	BuiltAt   time.Time
+	Version   int // build sequence number, +1 per rebuild of this database
 }
 
 // FormatVersion is the on-disk format; files of another version are rebuilt.
-const FormatVersion = 1
+const FormatVersion = 2
 
 const fileMagic = "NLPXCAT\n"
 
@@ -44,6 +46,8 @@ type snapshotMeta struct {
 	BuiltAt  time.Time `json:"built_at"`
 	Version  int       `json:"version"`
 	Schema   *Schema   `json:"schema"`
+	// Functions is nil in snapshots written before the guard needed it.
+	Functions *Functions `json:"functions,omitempty"`
 }
 
 // SnapshotPath is the file holding database's snapshot under dir.
@@ -63,7 +67,7 @@ func WriteSnapshot(w io.Writer, s *Snapshot) error {
 	buf.Write(binary.BigEndian.AppendUint32(nil, FormatVersion))
 	buf.Write(binary.BigEndian.AppendUint16(nil, uint16(len(s.Schema.Fingerprint))))
 	buf.WriteString(s.Schema.Fingerprint)
-	meta, err := json.Marshal(snapshotMeta{Database: s.Database, BuiltAt: s.BuiltAt, Version: s.Version, Schema: s.Schema})
+	meta, err := json.Marshal(snapshotMeta{Database: s.Database, BuiltAt: s.BuiltAt, Version: s.Version, Schema: s.Schema, Functions: s.Functions})
 	if err != nil {
 		return fmt.Errorf("catalog: encode schema: %w", err)
 	}
@@ -150,7 +154,7 @@ func ReadSnapshot(r io.Reader, descOpts descindex.Options) (*Snapshot, error) {
 	if meta.Schema.Fingerprint != fp {
 		return nil, fmt.Errorf("%w: header fingerprint does not match schema", ErrCorrupt)
 	}
-	s := &Snapshot{Database: meta.Database, Schema: meta.Schema, BuiltAt: meta.BuiltAt, Version: meta.Version}
+	s := &Snapshot{Database: meta.Database, Schema: meta.Schema, Functions: meta.Functions, BuiltAt: meta.BuiltAt, Version: meta.Version}
 	valB, err := next()
 	if err != nil {
 		return nil, err

@@ -16,12 +16,15 @@ type CacheKey struct {
 	Question    string // as asked; normalized by the cache
 	Database    string
 	Fingerprint string
-	Role        string
+	Role        string // current_user of the asking session
+	// Session summarizes the rest of the session that shapes the answer:
+	// search_path and the tables row-level security applies to.
+	Session string
 }
 
 func (k CacheKey) hash() string {
 	h := sha256.New()
-	for _, part := range []string{NormalizeQuestion(k.Question), k.Database, k.Fingerprint, k.Role} {
+	for _, part := range []string{NormalizeQuestion(k.Question), k.Database, k.Fingerprint, k.Role, k.Session} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

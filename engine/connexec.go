@@ -3,42 +3,102 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// ConnExecutor is an Executor over a plain pgconn session, for tools, tests and
-// benchmarks that drive the engine without the proxy (which supplies its own).
+// ConnExecutor is an Executor over a plain pgconn session, for tools, tests
+// and benchmarks that drive the engine without the proxy (which supplies its
+// own). It follows the same guard.TrialScope; the statement itself goes
+// through the extended protocol (ExecParams), which takes one statement only.
 type ConnExecutor struct{ Conn *pgconn.PgConn }
 
-// Query implements Executor.
-func (e ConnExecutor) Query(ctx context.Context, sql string, maxRows int) (*Rows, error) {
-	results, err := e.Conn.Exec(ctx, sql).ReadAll()
+// Trial implements Executor.
+func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limits) (*pg.Rows, error) {
+	if stmt.IsZero() {
+		return nil, errors.New("engine: empty statement")
+	}
+	scope, err := guard.TrialScope(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return nil, &ServerError{Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint, Position: int(pgErr.Position)}
-		}
 		return nil, err
 	}
-	last := results[len(results)-1]
-	out := &Rows{Tag: last.CommandTag.String()}
-	for _, f := range last.FieldDescriptions {
+	run := func(sqls []string) error {
+		for _, s := range sqls {
+			if _, err := e.Conn.ExecParams(ctx, s, nil, nil, nil, nil).Close(); err != nil {
+				return serverError(err)
+			}
+		}
+		return nil
+	}
+	rows, err := e.target(ctx, scope, stmt, lim, run)
+	if err == nil {
+		err = run(scope.Exit)
+	}
+	if pg.TxStatus(e.Conn.TxStatus()) != scope.Start {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		for _, s := range scope.Recover {
+			if _, rerr := e.Conn.ExecParams(uctx, s, nil, nil, nil, nil).Close(); rerr != nil {
+				return nil, fmt.Errorf("engine: restore the session after a trial run: %w", rerr)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (e ConnExecutor) target(ctx context.Context, scope guard.Scope, stmt guard.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
+	if err := run(scope.Enter); err != nil {
+		return nil, err
+	}
+	rr := e.Conn.ExecParams(ctx, stmt.SQL(), nil, nil, nil, nil)
+	out := &pg.Rows{}
+	for _, f := range rr.FieldDescriptions() {
 		out.Columns = append(out.Columns, f.Name)
 	}
-	for i, r := range last.Rows {
-		if maxRows > 0 && i == maxRows {
+	size := 0
+	tooLarge := false
+	for rr.NextRow() {
+		if lim.MaxRows > 0 && len(out.Values) >= lim.MaxRows {
 			out.Truncated = true
-			break
+			continue
 		}
-		row := make([]*string, len(r))
-		for j, v := range r {
+		row := make([]*string, len(rr.Values()))
+		for j, v := range rr.Values() {
+			size += len(v)
 			if v != nil {
 				s := string(v)
 				row[j] = &s
 			}
 		}
+		if lim.MaxBytes > 0 && size > lim.MaxBytes {
+			tooLarge = true
+			continue
+		}
 		out.Values = append(out.Values, row)
 	}
+	tag, err := rr.Close()
+	if err != nil {
+		return nil, serverError(err)
+	}
+	if tooLarge {
+		return nil, ErrResultTooLarge
+	}
+	out.Tag = tag.String()
 	return out, nil
+}
+
+func serverError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return &pg.Error{Severity: pgErr.Severity, Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint, Position: int(pgErr.Position)}
+	}
+	return err
 }

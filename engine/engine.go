@@ -42,10 +42,13 @@ type Engine struct {
 	AskTimeout      time.Duration // whole translation; default 2m
 	TrialTimeout    time.Duration // statement_timeout of a trial run; default 5s
 	TrialRows       int           // rows a trial run reads; default 50
+	TrialMaxBytes   int           // row data a trial run may return; default 1 MiB
 	MaxFixRounds    int           // default 3
 	NumCtx          int           // context window asked of the model; default 8192
 	SchemaMaxTokens int           // schema budget in the prompt; default NumCtx/2
-	Guard           guard.Options
+	// Guard holds the operator's function allow/deny lists; the function
+	// catalog comes from each database's snapshot.
+	Guard guard.Options
 	// AllSchema shows the model every table, not only those the asking role
 	// may SELECT (saves one catalog query per role and schema version).
 	AllSchema bool
@@ -58,17 +61,25 @@ type Engine struct {
 type Request struct {
 	Question string
 	Database string
-	Role     string   // the asking client's role: cache key, and whose privileges apply
+	// User is the client's startup user, for logs. Whose privileges apply is
+	// asked of the session itself (current_user, which SET ROLE changes).
+	User     string
 	TxStatus TxStatus // the client's session status when it asked
 	Exec     Executor // the client's own upstream session
 }
 
-// Result is the settled SQL and how it was reached.
+// Result is the settled statement and how it was reached.
 type Result struct {
-	SQL    string
+	// Statement is what runs; Statement.Display() is the SQL as written.
+	Statement guard.Statement
+	// Role is the role the ask was answered for (current_user).
+	Role   string
 	Trace  *Trace
 	Cached bool
 }
+
+// SQL is the settled SQL as written (for people and logs).
+func (r *Result) SQL() string { return r.Statement.Display() }
 
 // applyDefaults fills unset fields once, before the first translation.
 func (e *Engine) applyDefaults() {
@@ -85,6 +96,9 @@ func (e *Engine) applyDefaults() {
 	if c.TrialRows <= 0 {
 		c.TrialRows = 50
 	}
+	if c.TrialMaxBytes <= 0 {
+		c.TrialMaxBytes = 1 << 20
+	}
 	if c.MaxFixRounds <= 0 {
 		c.MaxFixRounds = 3
 	}
@@ -100,6 +114,7 @@ func (e *Engine) applyDefaults() {
 type ask struct {
 	req      Request
 	snap     *catalog.Snapshot
+	sess     *session        // the asking session as it is now
 	schema0  *catalog.Schema // the part of snap.Schema the asking role may read
 	trace    *Trace
 	keywords []string
@@ -120,13 +135,15 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	a.trace.Total = time.Since(start)
 	if err != nil {
 		err = e.classify(ctx, err)
-		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("question", req.Question),
-			zap.Object("trace", a.trace), zap.Error(err))
+		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
+			zap.String("role", a.role()), zap.String("question", req.Question), zap.Object("trace", a.trace), zap.Error(err))
 		return nil, err
 	}
 	res.Trace = a.trace
-	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("question", req.Question),
-		zap.String("sql", res.SQL), zap.Object("trace", a.trace))
+	res.Role = a.role()
+	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
+		zap.String("role", a.role()), zap.String("question", req.Question),
+		zap.String("sql", res.SQL()), zap.Object("trace", a.trace))
 	return res, nil
 }
 
@@ -145,11 +162,19 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 			Hint: "Check that nlproxy's catalog role can connect and read the schema; see the proxy log."}
 	}
 	a.snap = snap
+	if err := e.inspectSession(ctx, a); err != nil {
+		return nil, err
+	}
 
-	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint, Role: a.req.Role}
+	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint, Role: a.sess.role, Session: a.sess.key()}
 	if sql, ok := e.Cache.Get(key); ok {
-		a.trace.CacheHit = true
-		return &Result{SQL: sql, Cached: true}, nil
+		// A cached translation is checked and sealed again: the guard's
+		// verdict depends on today's functions and views, not the day it
+		// was cached.
+		if stmt, err := guard.Seal(sql, e.guardOptions(a)); err == nil {
+			a.trace.CacheHit = true
+			return &Result{Statement: stmt, Cached: true}, nil
+		}
 	}
 
 	a.schema0 = snap.Schema
@@ -157,6 +182,8 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		if err := e.restrictToRole(ctx, a); err != nil {
 			return nil, err
 		}
+	} else {
+		a.schema0 = withoutSecuredExamples(snap.Schema, a.sess.secured)
 	}
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
@@ -168,12 +195,44 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	sql, err = e.settle(ctx, a, sql)
+	stmt, err := e.settle(ctx, a, sql)
 	if err != nil {
 		return nil, err
 	}
-	e.Cache.Put(key, sql)
-	return &Result{SQL: sql}, nil
+	e.Cache.Put(key, stmt.Display())
+	return &Result{Statement: stmt}, nil
+}
+
+// role is the role the ask runs as, once known.
+func (a *ask) role() string {
+	if a.sess == nil {
+		return ""
+	}
+	return a.sess.role
+}
+
+// guardOptions are the engine's guard options with this database's
+// function catalog.
+func (e *Engine) guardOptions(a *ask) guard.Options {
+	opts := e.Guard
+	if a.snap != nil && a.snap.Functions != nil {
+		opts.Catalog = a.snap.Functions
+	}
+	return opts
+}
+
+// maxInternalBytes bounds the results of the engine's own queries
+// (privileges, session); they are small but scale with the schema.
+const maxInternalBytes = 64 << 20
+
+// internalQuery runs one of the engine's own catalog queries on the asking
+// session, through the same guard and executor as generated SQL.
+func (e *Engine) internalQuery(ctx context.Context, a *ask, sql string, maxRows int) (*Rows, error) {
+	stmt, err := guard.Seal(sql, e.guardOptions(a))
+	if err != nil {
+		return nil, fmt.Errorf("engine: internal query refused: %w", err)
+	}
+	return a.req.Exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: maxRows, MaxBytes: maxInternalBytes})
 }
 
 // extractKeywords asks the small model for keywords and entities; when its
@@ -221,7 +280,7 @@ func (e *Engine) retrieve(ctx context.Context, a *ask) {
 	st := a.trace.begin("retrieval")
 	defer a.trace.end(st)
 	if a.snap.Values != nil {
-		a.values = visibleValues(a.schema0, a.snap.Values.Lookup(ctx, a.keywords, valueindex.LookupOptions{}))
+		a.values = visibleValues(a.schema0, a.sess.secured, a.snap.Values.Lookup(ctx, a.keywords, valueindex.LookupOptions{}))
 	}
 	if a.snap.Descriptions != nil {
 		a.descs = visibleDescriptions(a.schema0, a.snap.Descriptions.Search(ctx, a.req.Question+" "+strings.Join(a.keywords, " "), 8))
@@ -278,22 +337,22 @@ func (p problem) String() string {
 // settle checks a candidate and repairs it until it passes the guard and runs
 // cleanly, at most MaxFixRounds fixes. An empty or NULL-heavy result gets one
 // fix; if the fix is no better, the first clean SQL stands (empty can be right).
-func (e *Engine) settle(ctx context.Context, a *ask, sql string) (string, error) {
-	var fallback string // ran without error, but with an empty/NULL-heavy result
+func (e *Engine) settle(ctx context.Context, a *ask, sql string) (guard.Statement, error) {
+	var fallback guard.Statement // ran without error, but with an empty/NULL-heavy result
 	softFixed := false
 	var last problem
 	for round := 0; ; round++ {
 		sql = e.correctLiterals(ctx, a, sql)
-		prob, err := e.check(ctx, a, sql)
+		stmt, prob, err := e.check(ctx, a, sql)
 		if err != nil {
-			return "", err
+			return guard.Statement{}, err
 		}
 		switch {
 		case prob == nil:
-			return sql, nil
+			return stmt, nil
 		case prob.guardReason == "" && prob.execErr == nil:
-			if fallback == "" {
-				fallback = sql
+			if fallback.IsZero() {
+				fallback = stmt
 			}
 			if softFixed {
 				return fallback, nil
@@ -306,14 +365,14 @@ func (e *Engine) settle(ctx context.Context, a *ask, sql string) (string, error)
 		}
 		fixed, err := e.fix(ctx, a, sql, *prob)
 		if err != nil {
-			if errors.Is(err, llm.ErrBadOutput) && fallback != "" {
+			if errors.Is(err, llm.ErrBadOutput) && !fallback.IsZero() {
 				return fallback, nil
 			}
-			return "", err
+			return guard.Statement{}, err
 		}
 		sql = fixed
 	}
-	if fallback != "" {
+	if !fallback.IsZero() {
 		return fallback, nil
 	}
 	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
@@ -321,41 +380,47 @@ func (e *Engine) settle(ctx context.Context, a *ask, sql string) (string, error)
 		code = CodeInsufficientPriv
 		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint
 	}
-	return "", &Error{Code: code, Message: fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", e.MaxFixRounds, last),
+	return guard.Statement{}, &Error{Code: code, Message: fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", e.MaxFixRounds, last),
 		Hint: hint, Err: ErrNoUsableSQL}
 }
 
-// check runs the guard and a bounded trial run; nil problem means usable.
-func (e *Engine) check(ctx context.Context, a *ask, sql string) (*problem, error) {
+// check seals sql (the guard) and trial-runs it; a nil problem means usable.
+func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement, *problem, error) {
 	st := a.trace.begin("check")
 	defer a.trace.end(st)
-	if _, err := guard.Check(sql, e.Guard); err != nil {
+	stmt, err := guard.Seal(sql, e.guardOptions(a))
+	if err != nil {
 		var rej *guard.RejectError
 		if errors.As(err, &rej) {
 			st.Note = "guard: " + rej.Reason
-			return &problem{guardReason: rej.Reason}, nil
+			return guard.Statement{}, &problem{guardReason: rej.Reason}, nil
 		}
-		return nil, err
+		return guard.Statement{}, nil, err
 	}
-	rows, err := trialRun(ctx, a.req.Exec, a.req.TxStatus, sql, e.TrialTimeout, e.TrialRows)
+	rows, err := a.req.Exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
 		var se *ServerError
 		if errors.As(err, &se) && ctx.Err() == nil {
 			st.Note = "trial: " + se.Error()
-			return &problem{execErr: se}, nil
+			return stmt, &problem{execErr: se}, nil
 		}
-		return nil, err
+		if errors.Is(err, ErrResultTooLarge) {
+			return guard.Statement{}, nil, &Error{Code: CodeProgramLimitExceeded,
+				Message: fmt.Sprintf("nlproxy: the generated query's rows exceed %d bytes in the trial run", e.TrialMaxBytes),
+				Hint:    "Ask for fewer or smaller columns, or raise the trial byte limit.", Err: err}
+		}
+		return guard.Statement{}, nil, err
 	}
 	if len(rows.Values) == 0 {
 		st.Note = "trial: no rows"
-		return &problem{empty: true}, nil
+		return stmt, &problem{empty: true}, nil
 	}
 	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
 		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
-		return &problem{nullColumns: nulls, sample: sampleOf(rows, 5)}, nil
+		return stmt, &problem{nullColumns: nulls, sample: sampleOf(rows, 5)}, nil
 	}
 	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
-	return nil, nil
+	return stmt, nil, nil
 }
 
 // fix asks the generator to repair sql given what went wrong.
@@ -472,6 +537,8 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		hint = le.Hint
 	}
 	switch {
+	case errors.Is(err, guard.ErrFailedTransaction):
+		return ErrFailedTransaction
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):

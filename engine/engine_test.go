@@ -79,7 +79,7 @@ func (f *fixture) engine(t *testing.T) *Engine {
 }
 
 func (f *fixture) request(q string) Request {
-	return Request{Question: q, Database: "postgres", Role: "postgres", TxStatus: TxIdle, Exec: ConnExecutor{Conn: f.conn}}
+	return Request{Question: q, Database: "postgres", User: "postgres", TxStatus: TxIdle, Exec: ConnExecutor{Conn: f.conn}}
 }
 
 func sqlReply(sql string) string {
@@ -143,12 +143,12 @@ func TestTranslate(t *testing.T) {
 			wantCalls: 5,
 		},
 		{
-			name:      "a side-effecting function the guard cannot see fails in the read-only trial",
+			name:      "a user-defined function is refused by the guard",
 			question:  "bump it",
 			keywords:  `{"keywords": ["bump"]}`,
 			candidate: sqlReply("SELECT bump()"),
 			fixes:     []string{sqlReply("SELECT bump()"), sqlReply("SELECT bump()"), sqlReply("SELECT bump()")},
-			wantCode:  CodeNoUsableSQL,
+			wantCode:  CodeInsufficientPriv,
 			wantCalls: 5,
 		},
 	}
@@ -180,8 +180,8 @@ func TestTranslate(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, want := range tt.wantSQL {
-				if !strings.Contains(res.SQL, want) {
-					t.Errorf("SQL %q lacks %q", res.SQL, want)
+				if !strings.Contains(res.SQL(), want) {
+					t.Errorf("SQL %q lacks %q", res.SQL(), want)
 				}
 			}
 			if got, _, _ := res.Trace.LLMCalls(); got != tt.wantCalls {
@@ -191,12 +191,11 @@ func TestTranslate(t *testing.T) {
 	}
 
 	// Nothing the model wrote changed the data.
-	var n string
-	rows, err := (ConnExecutor{Conn: f.conn}).Query(ctx, "SELECT count(*) FROM sales", 1)
+	rs, err := f.conn.Exec(ctx, "SELECT count(*) FROM sales").ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n = *rows.Values[0][0]; n != "30" {
+	if n := string(rs[0].Rows[0][0]); n != "30" {
 		t.Fatalf("sales rows = %s, want 30", n)
 	}
 }
@@ -220,8 +219,8 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := len(f.fake.Requests()); after != before || !second.Cached || second.SQL != first.SQL {
-		t.Fatalf("cache miss: requests %d → %d, cached=%v, %q vs %q", before, after, second.Cached, first.SQL, second.SQL)
+	if after := len(f.fake.Requests()); after != before || !second.Cached || second.SQL() != first.SQL() {
+		t.Fatalf("cache miss: requests %d → %d, cached=%v, %q vs %q", before, after, second.Cached, first.SQL(), second.SQL())
 	}
 
 	t.Run("ask timeout", func(t *testing.T) {
@@ -337,7 +336,7 @@ func TestPrivilegesRestrictSchema(t *testing.T) {
 	)
 	eng := f.engine(t)
 	req := f.request("how many stores and sales")
-	req.Role, req.Exec = "clerk", ConnExecutor{Conn: clerk}
+	req.User, req.Exec = "clerk", ConnExecutor{Conn: clerk}
 	if _, err := eng.Translate(ctx, req); err != nil {
 		t.Fatal(err)
 	}

@@ -3,19 +3,26 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // SQLSTATEs the engine answers with. Class 08 is avoided on purpose: pools
 // (HikariCP, pgx) treat it as "connection broken" and would drop a healthy session.
 const (
-	CodeFeatureNotSupported = "0A000"
-	CodeInFailedTransaction = "25P02"
-	CodeInsufficientPriv    = "42501"
-	CodeUndefinedObject     = "42704" // configured model not present in Ollama
-	CodeQueryCanceled       = "57014"
-	CodeSystemError         = "58000" // model server unreachable or failing
-	CodeInternalError       = "XX000"
-	CodeNoUsableSQL         = "XX000"
+	CodeFeatureNotSupported  = pg.CodeFeatureNotSupported
+	CodeInFailedTransaction  = pg.CodeInFailedTransaction
+	CodeInsufficientPriv     = pg.CodeInsufficientPrivilege
+	CodeUndefinedObject      = pg.CodeUndefinedObject // configured model not present in Ollama
+	CodeProgramLimitExceeded = pg.CodeProgramLimitExceeded
+	CodeQueryCanceled        = pg.CodeQueryCanceled
+	CodeSystemError          = pg.CodeSystemError // model server unreachable or failing
+	CodeInternalError        = pg.CodeInternalError
+	// CodeNoUsableSQL: no attempt passed the guard and its trial run. Class
+	// 42 (the statement's fault, not the server's) with an
+	// implementation-defined subclass (N: letters I–Z are reserved for
+	// implementations), so tools do not mistake it for a bug (XX000).
+	CodeNoUsableSQL = "42N01"
 )
 
 // Error is what Translate returns: a SQLSTATE, a one-line message and a hint

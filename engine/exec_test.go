@@ -9,16 +9,21 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }
 
-func TestTrialRun(t *testing.T) {
+// TestConnExecutorTrial: a trial run through ConnExecutor is read-only,
+// bounded and leaves the session as it was, idle or in a transaction.
+func TestConnExecutorTrial(t *testing.T) {
 	ctx := context.Background()
 	cluster := pgtest.New(t, pgtest.Options{})
 	if err := cluster.Exec(ctx, "postgres", `CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 50);
-		CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'INSERT INTO t VALUES (0) RETURNING id'`); err != nil {
+		CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'INSERT INTO t VALUES (0) RETURNING id';
+		CREATE VIEW bumped AS SELECT bump() AS b`); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := pgconn.ParseConfig(cluster.DSN("postgres"))
@@ -30,73 +35,114 @@ func TestTrialRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	fns, err := catalog.LoadFunctions(ctx, conn2(t, ctx, cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
 	ex := ConnExecutor{Conn: conn}
-	count := func() string {
-		rows, err := ex.Query(ctx, "SELECT count(*) FROM t", 0)
+	seal := func(sql string, opts guard.Options) guard.Statement {
+		t.Helper()
+		opts.Catalog = fns
+		st, err := guard.Seal(sql, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return *rows.Values[0][0]
+		return st
 	}
+	lim := Limits{Timeout: 200 * time.Millisecond, MaxRows: 10, MaxBytes: 1 << 20}
 
 	tests := []struct {
 		name     string
 		setup    string // run by the "client" first
-		tx       TxStatus
 		sql      string
+		allow    []string
+		lim      *Limits
 		wantCode string // SQLSTATE expected from the trial, "" for success
+		wantErr  error
 		wantRows int
 		after    TxStatus
 	}{
-		{name: "idle select bounded", tx: TxIdle, sql: "SELECT id FROM t ORDER BY id;", wantRows: 10, after: TxIdle},
-		{name: "idle write refused by read-only tx", tx: TxIdle, sql: "SELECT bump()", wantCode: "25006", after: TxIdle},
-		{name: "idle statement timeout", tx: TxIdle, sql: "SELECT pg_sleep(5)", wantCode: "57014", after: TxIdle},
-		{name: "in transaction error leaves tx usable", setup: "BEGIN", tx: TxInTx, sql: "SELECT nope FROM t", wantCode: "42703", after: TxInTx},
-		{name: "in transaction write refused", setup: "BEGIN", tx: TxInTx, sql: "SELECT bump() FROM t", wantCode: "25006", after: TxInTx},
-		{name: "in transaction select", setup: "BEGIN", tx: TxInTx, sql: "SELECT id FROM t -- trailing comment", wantRows: 10, after: TxInTx},
+		{name: "idle select bounded", sql: "SELECT id FROM t ORDER BY id;", wantRows: 10, after: TxIdle},
+		{name: "idle write refused by read-only tx", sql: "SELECT bump()", allow: []string{"bump"}, wantCode: "25006", after: TxIdle},
+		{name: "idle statement timeout", sql: "SELECT count(*) FROM generate_series(1, 100000000000) a", wantCode: "57014", after: TxIdle},
+		{name: "idle byte limit", sql: "SELECT repeat('x', 100000) FROM t", lim: &Limits{Timeout: time.Minute, MaxRows: 10, MaxBytes: 1000}, wantErr: ErrResultTooLarge, after: TxIdle},
+		{name: "in transaction error leaves tx usable", setup: "BEGIN", sql: "SELECT nope FROM t", wantCode: "42703", after: TxInTx},
+		{name: "in transaction write refused", setup: "BEGIN", sql: "SELECT bump() FROM t", allow: []string{"bump"}, wantCode: "25006", after: TxInTx},
+		{name: "in transaction select", setup: "BEGIN", sql: "SELECT id FROM t -- trailing comment", wantRows: 10, after: TxInTx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.setup != "" {
-				if _, err := ex.Query(ctx, tt.setup, 0); err != nil {
-					t.Fatal(err)
-				}
-				defer ex.Query(ctx, "ROLLBACK", 0) //nolint:errcheck
+				exec(tt.setup)
+				defer exec("ROLLBACK")
 			}
-			rows, err := trialRun(ctx, ex, tt.tx, tt.sql, 200*time.Millisecond, 10)
-			if tt.wantCode != "" {
+			l := lim
+			if tt.lim != nil {
+				l = *tt.lim
+			}
+			rows, err := ex.Trial(ctx, seal(tt.sql, guard.Options{AllowFunctions: tt.allow}), l)
+			switch {
+			case tt.wantCode != "":
 				var se *ServerError
 				if !errors.As(err, &se) || se.Code != tt.wantCode {
 					t.Fatalf("err = %v, want SQLSTATE %s", err, tt.wantCode)
 				}
-			} else if err != nil {
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tt.wantErr)
+				}
+			case err != nil:
 				t.Fatal(err)
-			} else if len(rows.Values) != tt.wantRows {
-				t.Fatalf("rows = %d, want %d", len(rows.Values), tt.wantRows)
+			case len(rows.Values) != tt.wantRows || !rows.Truncated:
+				t.Fatalf("rows = %d (truncated %v), want %d of more", len(rows.Values), rows.Truncated, tt.wantRows)
 			}
 			if got := TxStatus(conn.TxStatus()); got != tt.after {
 				t.Fatalf("session tx status after trial = %c, want %c", got, tt.after)
 			}
-			if tt.tx == TxInTx {
+			if tt.after == TxInTx {
 				// The client's transaction still works, and is read-write again.
-				if _, err := ex.Query(ctx, "CREATE TEMP TABLE IF NOT EXISTS scratch (x int); INSERT INTO scratch VALUES (1)", 0); err != nil {
-					t.Fatalf("client transaction unusable after trial: %v", err)
-				}
+				exec("CREATE TEMP TABLE IF NOT EXISTS scratch (x int); INSERT INTO scratch VALUES (1)")
 			}
 		})
 	}
-	if got := count(); got != "50" {
+	rs, err := conn.Exec(ctx, "SELECT count(*) FROM t").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(rs[0].Rows[0][0]); got != "50" {
 		t.Fatalf("rows in t = %s, want 50 (data changed by a trial)", got)
 	}
 
-	t.Run("failed transaction refused", func(t *testing.T) {
-		ex.Query(ctx, "BEGIN", 0)          //nolint:errcheck
-		ex.Query(ctx, "SELECT 1/0", 0)     //nolint:errcheck
-		defer ex.Query(ctx, "ROLLBACK", 0) //nolint:errcheck
-		_, err := trialRun(ctx, ex, TxFailed, "SELECT 1", time.Second, 10)
-		var ee *Error
-		if !errors.As(err, &ee) || ee.Code != CodeInFailedTransaction {
-			t.Fatalf("err = %v, want %s", err, CodeInFailedTransaction)
+	t.Run("view calling a function the guard refuses", func(t *testing.T) {
+		_, err := guard.Seal("SELECT * FROM bumped", guard.Options{Catalog: fns})
+		var re *guard.RejectError
+		if !errors.As(err, &re) {
+			t.Fatalf("err = %v, want the guard to refuse the view", err)
 		}
 	})
+
+	t.Run("failed transaction refused", func(t *testing.T) {
+		conn.Exec(ctx, "BEGIN; SELECT 1/0").ReadAll() //nolint:errcheck
+		defer exec("ROLLBACK")
+		_, err := ex.Trial(ctx, seal("SELECT 1", guard.Options{}), lim)
+		if !errors.Is(err, guard.ErrFailedTransaction) {
+			t.Fatalf("err = %v, want %v", err, guard.ErrFailedTransaction)
+		}
+	})
+}
+
+func conn2(t *testing.T, ctx context.Context, c *pgtest.Cluster) catalog.Querier {
+	t.Helper()
+	conn, err := c.Connect(ctx, "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }

@@ -25,7 +25,7 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 	if err != nil || len(lits) == 0 {
 		return sql
 	}
-	checked, err := guard.Check(sql, e.Guard)
+	checked, err := guard.Check(sql, e.guardOptions(a))
 	if err != nil {
 		return sql // the guard stage reports it
 	}
@@ -38,6 +38,11 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 			continue
 		}
 		for _, t := range literalTables(a.schema0, checked.Tables, lit) {
+			if a.secured(t) {
+				// Row-level security decides what the role sees; the value
+				// index, read by the catalog role, must not say what exists.
+				break
+			}
 			matches := a.snap.Values.Closest(ctx, t.Name, lit.Column, lit.Value, 1)
 			if len(matches) == 0 {
 				continue // column not indexed (numeric, skipped, sensitive) or empty
@@ -79,4 +84,21 @@ func literalTables(schema *catalog.Schema, refs []guard.TableRef, lit guard.Lite
 		}
 	}
 	return out
+}
+
+// secured reports whether the referenced table is one whose rows the asking
+// role sees only through row-level security.
+func (a *ask) secured(r guard.TableRef) bool {
+	if a.sess == nil || len(a.sess.secured) == 0 {
+		return false
+	}
+	if r.Schema != "" {
+		return a.sess.secured[r.Schema+"."+r.Name]
+	}
+	for k := range a.sess.secured {
+		if strings.HasSuffix(k, "."+r.Name) {
+			return true // unqualified: any schema's table of that name counts
+		}
+	}
+	return false
 }

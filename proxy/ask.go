@@ -6,9 +6,47 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
+// askStmt is a prepared statement the client made from a marker Parse.
+type askStmt struct {
+	// upstream is the statement's name upstream: the client's unnamed
+	// statement stays unnamed; a named one gets a name of the proxy's, so
+	// plain SQL (EXECUTE name) cannot reach it around the read-only scope.
+	upstream string
+	timeout  time.Duration
+	// rows, when set, is an ask-sql answer the proxy serves itself.
+	rows *StaticResult
+}
+
+// askPortal is a portal bound to an askStmt.
+type askPortal struct {
+	stmt *askStmt
+	// perExecute: bound inside the client's transaction block, so every
+	// Execute gets its own read-only savepoint (idle, the batch's implicit
+	// transaction was made read-only at the Bind).
+	perExecute bool
+	formats    []int16 // result formats asked by the Bind (emulated rows)
+	pos        int     // emulated rows already sent
+}
+
+// ownName names the proxy's own statement and portal; placeholder is a
+// statement that never exists. Control characters keep both out of any
+// client's way.
+const (
+	ownName     = "\x01nlproxy"
+	placeholder = "\x01nlproxy-none"
+)
+
+// ---- untracked entry points: the hot path checks only a few bytes ----
+
+// clientQuery relays a simple Query, intercepting marker statements.
 func (s *session) clientQuery(n int) error {
 	b, err := s.cr.Peek(5 + min(n, 64))
 	if err != nil {
@@ -16,25 +54,23 @@ func (s *session) clientQuery(n int) error {
 	}
 	if !maybeMarker(b[5:]) {
 		s.sent()
+		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 		s.uw.boundary()
 		return err
 	}
-	msg := make([]byte, 5+n)
-	if _, err := io.ReadFull(s.cr, msg); err != nil {
+	msg, m, err := s.readQuery(n)
+	if err != nil {
 		return err
 	}
-	if n == 0 || msg[len(msg)-1] != 0 {
-		return s.fatal("08P01", "nlproxy: malformed Query message")
-	}
-	m := ParseMarker(string(msg[5 : len(msg)-1]))
 	if m.Kind == MarkerNone {
 		s.sent()
+		s.batchOpen = false
 		_, err := s.uw.Write(msg)
 		s.uw.boundary()
 		return err
 	}
-	return s.handleMarker(m, false, "", nil)
+	return s.askQuery(m, msg)
 }
 
 // clientParse relays a Parse, intercepting marker statements.
@@ -45,97 +81,569 @@ func (s *session) clientParse(n int) error {
 	}
 	body := b[5:]
 	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) {
+		s.batchOpen = true
 		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}
-	msg := make([]byte, 5+n)
-	if _, err := io.ReadFull(s.cr, msg); err != nil {
+	msg, name, m, tail, err := s.readParse(n)
+	if err != nil {
 		return err
 	}
-	name, query, tail, err := splitParse(msg[5:])
-	if err != nil {
-		return s.fatal("08P01", "nlproxy: %v", err)
-	}
-	m := ParseMarker(query)
 	if m.Kind == MarkerNone {
+		s.batchOpen = true
 		_, err := s.uw.Write(msg)
 		return err
 	}
-	return s.handleMarker(m, true, name, tail)
+	return s.askParse(m, msg, name, tail)
+}
+
+func (s *session) readQuery(n int) ([]byte, Marker, error) {
+	msg := make([]byte, 5+n)
+	if _, err := io.ReadFull(s.cr, msg); err != nil {
+		return nil, Marker{}, err
+	}
+	if n == 0 || msg[len(msg)-1] != 0 {
+		return nil, Marker{}, s.fatal("08P01", "nlproxy: malformed Query message")
+	}
+	m, err := s.parseMarker(msg[5 : len(msg)-1])
+	return msg, m, err
+}
+
+func (s *session) readParse(n int) (msg []byte, name string, m Marker, tail []byte, err error) {
+	msg = make([]byte, 5+n)
+	if _, err := io.ReadFull(s.cr, msg); err != nil {
+		return nil, "", Marker{}, nil, err
+	}
+	name, query, tail, err := splitParse(msg[5:])
+	if err != nil {
+		return nil, "", Marker{}, nil, s.fatal("08P01", "nlproxy: %v", err)
+	}
+	m, err = s.parseMarker([]byte(query))
+	return msg, name, m, tail, err
+}
+
+// parseMarker reads statement text in the client's encoding; a marker's
+// question goes to the engine as UTF-8.
+func (s *session) parseMarker(text []byte) (Marker, error) {
+	if !maybeMarker(text[:min(len(text), 64)]) {
+		return Marker{}, nil
+	}
+	utf, err := s.fromClient(text)
+	if err != nil {
+		m := ParseMarker(asciiOnly(string(text)))
+		if m.Kind != MarkerNone {
+			// A marker whose question cannot be read: say so, rather than
+			// let Postgres call it a syntax error.
+			m.unreadable = err
+		}
+		return m, nil
+	}
+	return ParseMarker(utf), nil
+}
+
+// ---- tracked mode: every message upstream is queued with its handling ----
+
+// trackedRequest handles one client message while an ask is in play.
+func (s *session) trackedRequest(typ byte, n int) error {
+	if s.discarded.Swap(false) {
+		clear(s.stmts) // DISCARD ALL / DEALLOCATE ALL dropped them upstream
+		clear(s.portals)
+	}
+	if s.skipBatch && typ != 'S' && typ != 'X' {
+		// The batch before an ask failed (found when the proxy synced it):
+		// the server would skip the rest of it, so the proxy does.
+		_, err := s.cr.Discard(5 + n)
+		return err
+	}
+	var err error
+	switch typ {
+	case 'Q':
+		err = s.trackedQuery(n)
+	case 'P':
+		err = s.trackedParse(n)
+	case 'B':
+		err = s.trackedBind(n)
+	case 'D':
+		err = s.trackedDescribe(n)
+	case 'E':
+		err = s.trackedExecute(n)
+	case 'C':
+		err = s.trackedClose(n)
+	case 'S', 'F':
+		s.skipBatch = false
+		s.batchOpen = false
+		s.replies.push(expect{msg: typ, act: actRelay})
+		s.sent()
+		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		s.uw.boundary()
+	case 'X':
+		if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
+			return err
+		}
+		_ = s.uw.Flush()
+		return errQuiet
+	default: // Flush, COPY data: no reply of their own
+		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+	}
+	if err != nil {
+		return err
+	}
+	s.maybeUntrack()
+	return nil
+}
+
+// maybeUntrack returns to the plain relay once no ask statement is left
+// and no reply is outstanding.
+func (s *session) maybeUntrack() {
+	if len(s.stmts) == 0 && len(s.portals) == 0 && !s.batchOpen && s.replies.empty() {
+		s.tracked.Store(false)
+	}
+}
+
+func (s *session) trackedQuery(n int) error {
+	msg, m, err := s.readQuery(n)
+	if err != nil {
+		return err
+	}
+	if m.Kind != MarkerNone {
+		return s.askQuery(m, msg)
+	}
+	// A simple Query drops the unnamed statement and portal.
+	delete(s.stmts, "")
+	delete(s.portals, "")
+	s.replies.push(expect{msg: 'Q', act: actRelay})
+	s.sent()
+	s.batchOpen = false
+	_, err = s.uw.Write(msg)
+	s.uw.boundary()
+	return err
+}
+
+func (s *session) trackedParse(n int) error {
+	msg, name, m, tail, err := s.readParse(n)
+	if err != nil {
+		return err
+	}
+	if m.Kind != MarkerNone {
+		return s.askParse(m, msg, name, tail)
+	}
+	s.batchOpen = true
+	if name != "" && s.stmts[name] != nil {
+		return s.failParse(name, tail, duplicateStatement(name))
+	}
+	delete(s.stmts, name)
+	s.replies.push(expect{msg: 'P', act: actRelay})
+	_, err = s.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedBind(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var b pgproto3.Bind
+	if err := b.Decode(msg[5:]); err != nil {
+		return s.fatal("08P01", "nlproxy: malformed Bind message")
+	}
+	st := s.stmts[b.PreparedStatement]
+	if st == nil || st.rows != nil {
+		s.batchOpen = true
+	}
+	switch {
+	case st == nil:
+		delete(s.portals, b.DestinationPortal)
+		s.replies.push(expect{msg: 'B', act: actRelay})
+		_, err = s.uw.Write(msg)
+		return err
+	case st.rows != nil:
+		s.portals[b.DestinationPortal] = &askPortal{stmt: st, formats: append([]int16(nil), b.ResultFormatCodes...)}
+		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
+	}
+	// Running generated SQL starts here: the transaction state must be
+	// known exactly, so the batch so far is synced first.
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('B', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.batchOpen = true
+	p := &askPortal{stmt: st}
+	switch tx := s.currentTx(); tx {
+	case 'I':
+		scope, err := guard.RunScope(pg.TxIdle, st.timeout)
+		if err != nil {
+			return err
+		}
+		s.injectAll(scope.Enter, nil)
+	case 'T':
+		p.perExecute = true
+	default: // failed transaction: the server refuses the Bind itself
+	}
+	s.portals[b.DestinationPortal] = p
+	b.PreparedStatement = st.upstream
+	s.replies.push(expect{msg: 'B', act: actRelay})
+	_, err = s.uw.Write(mustEncode(&b))
+	return err
+}
+
+func (s *session) trackedDescribe(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var d pgproto3.Describe
+	if err := d.Decode(msg[5:]); err != nil {
+		return s.fatal("08P01", "nlproxy: malformed Describe message")
+	}
+	s.batchOpen = true
+	switch {
+	case d.ObjectType == 'S' && s.stmts[d.Name] != nil:
+		st := s.stmts[d.Name]
+		if st.rows != nil {
+			out := mustEncode(&pgproto3.ParameterDescription{})
+			return s.placeholderReply(append(out, s.rowDescription(st.rows, nil)...))
+		}
+		d.Name = st.upstream
+		msg = mustEncode(&d)
+	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].stmt.rows != nil:
+		p := s.portals[d.Name]
+		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
+	}
+	s.replies.push(expect{msg: 'D', act: actRelay})
+	_, err = s.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedExecute(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var e pgproto3.Execute
+	if err := e.Decode(msg[5:]); err != nil {
+		return s.fatal("08P01", "nlproxy: malformed Execute message")
+	}
+	s.batchOpen = true
+	p := s.portals[e.Portal]
+	switch {
+	case p != nil && p.stmt.rows != nil:
+		return s.placeholderReply(s.emulatedRows(p, int(e.MaxRows)))
+	case p != nil && p.perExecute:
+		// Inside the client's transaction: a read-only, bounded savepoint
+		// around this Execute only, rolled back after it.
+		scope, err := guard.RunScope(pg.TxInTx, p.stmt.timeout)
+		if err != nil {
+			return err
+		}
+		s.injectAll(scope.Enter, nil)
+		s.replies.push(expect{msg: 'E', act: actRelay})
+		if _, err := s.uw.Write(msg); err != nil {
+			return err
+		}
+		s.injectAll(scope.Exit, nil)
+		return nil
+	}
+	s.replies.push(expect{msg: 'E', act: actRelay})
+	_, err = s.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedClose(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var c pgproto3.Close
+	if err := c.Decode(msg[5:]); err != nil {
+		return s.fatal("08P01", "nlproxy: malformed Close message")
+	}
+	s.batchOpen = true
+	switch c.ObjectType {
+	case 'S':
+		if st := s.stmts[c.Name]; st != nil {
+			delete(s.stmts, c.Name)
+			if st.rows != nil {
+				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
+			}
+			c.Name = st.upstream
+			msg = mustEncode(&c)
+		}
+	case 'P':
+		if p := s.portals[c.Name]; p != nil {
+			delete(s.portals, c.Name)
+			if p.stmt.rows != nil {
+				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
+			}
+		}
+	}
+	s.replies.push(expect{msg: 'C', act: actRelay})
+	_, err = s.uw.Write(msg)
+	return err
+}
+
+func (s *session) readMsg(n int) ([]byte, error) {
+	msg := make([]byte, 5+n)
+	_, err := io.ReadFull(s.cr, msg)
+	return msg, err
+}
+
+// ---- asks ----
+
+// askQuery answers a simple-protocol marker statement.
+func (s *session) askQuery(m Marker, msg []byte) error {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('Q', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	tx := s.currentTx()
+	tr, perr := s.ask(m)
+	if perr != nil {
+		return s.failQuery(perr)
+	}
+	if tr.Notice != "" {
+		if err := s.sendClient(encodeNotice(s.toClient(tr.Notice))); err != nil {
+			return err
+		}
+	}
+	if tr.Rows != nil {
+		// Rows the proxy makes go to the client as rows, never as SQL.
+		out := s.rowDescription(tr.Rows, nil)
+		out = append(out, s.dataRows(tr.Rows, 0, len(tr.Rows.Rows))...)
+		out = append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", len(tr.Rows.Rows))})...)
+		out = append(out, 'Z', 0, 0, 0, 5, tx)
+		return s.sendClient(out)
+	}
+	scope, err := guard.RunScope(pg.TxStatus(tx), tr.Timeout)
+	if err != nil {
+		return s.failQuery(translatorError(err))
+	}
+	s.batchOpen = false
+	s.injectAll(scope.Enter, nil)
+	s.injectStatement(tr.Statement, actRelay, nil, 0)
+	s.injectAll(scope.Exit, nil)
+	s.sync(actRelay, nil)
+	return nil
+}
+
+// askParse answers an extended-protocol marker statement: the generated
+// statement is prepared upstream (so Describe gives its row shape), and its
+// every Execute runs in a read-only scope (see trackedBind).
+func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error {
+	if name != "" && s.stmts[name] != nil {
+		s.batchOpen = true
+		return s.failParse(name, tail, duplicateStatement(name))
+	}
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('P', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.batchOpen = true
+	tr, perr := s.ask(m)
+	if perr != nil {
+		return s.failParse(name, tail, perr)
+	}
+	if tr.Notice != "" {
+		if err := s.sendClient(encodeNotice(s.toClient(tr.Notice))); err != nil {
+			return err
+		}
+	}
+	if tr.Rows != nil {
+		s.stmts[name] = &askStmt{rows: tr.Rows}
+		return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
+	}
+	st := &askStmt{timeout: tr.Timeout}
+	if name != "" {
+		s.askSeq++
+		st.upstream = fmt.Sprintf("%snlproxy-ask-%d", "\x01", s.askSeq)
+	}
+	s.stmts[name] = st
+	s.replies.push(expect{msg: 'P', act: actRelay})
+	_, err = s.uw.Write(parseMsg(st.upstream, tr.Statement.SQL(), tail))
+	return err
+}
+
+// ask translates a marker at a synced point of the stream, within the
+// proxy's limits on concurrent asks.
+func (s *session) ask(m Marker) (Translation, *PgError) {
+	if s.srv.Translator == nil {
+		return Translation{}, noEngineError()
+	}
+	if m.unreadable != nil {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeCharacterNotInRepertoire,
+			Message: "nlproxy: the question cannot be read in the session's client_encoding (" + s.encoding() + ")",
+			Hint:    "Ask in UTF8 (SET client_encoding = 'UTF8') or in one of the encodings the README lists."}
+	}
+	release, perr := s.srv.acquireAsk(s.clientHost)
+	if perr != nil {
+		return Translation{}, perr
+	}
+	defer release()
+	tr, err := s.translate(m)
+	if err != nil {
+		return Translation{}, translatorError(err)
+	}
+	if tr.Rows == nil && tr.Statement.IsZero() {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned no statement"}
+	}
+	if tr.Rows != nil && len(tr.Rows.Columns) == 0 {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned a result without columns"}
+	}
+	return tr, nil
+}
+
+// settleBatch makes sure nothing of the client's is in flight before an
+// ask, so the transaction state is known: a batch the client has not synced
+// yet is ended with a Sync of the proxy's (statements before an ask in the
+// same pipeline thus commit on their own). ok is false when that batch
+// failed: the server would skip the rest of it, ask included, and so does
+// the proxy until the client's Sync.
+func (s *session) settleBatch() (ok bool, err error) {
+	split := s.batchOpen
+	if split {
+		if s.tracked.Load() {
+			s.sync(actDrop, nil)
+		} else {
+			s.swallowZ.Add(1)
+			s.sent()
+			if _, err := s.uw.Write(syncMsg); err != nil {
+				return false, err
+			}
+			s.uw.boundary()
+		}
+		s.batchOpen = false
+	}
+	if err := s.uw.Flush(); err != nil {
+		return false, err
+	}
+	if err := s.waitIdle(); err != nil {
+		return false, err
+	}
+	if split && s.unitFailed() {
+		s.skipBatch = true
+		s.tracked.Store(true)
+		return false, nil
+	}
+	s.tracked.Store(true)
+	return true, nil
+}
+
+// errCopyIn: the server waits for COPY data, so it will not become idle;
+// a marker then is passed on untranslated, and the server answers it with
+// the protocol error it is.
+var errCopyIn = errors.New("proxy: upstream is in COPY FROM STDIN")
+
+// passMarker forwards a message as the client sent it (see errCopyIn).
+func (s *session) passMarker(typ byte, msg []byte) error {
+	if s.tracked.Load() {
+		s.replies.push(expect{msg: typ, act: actRelay})
+	}
+	if typ == 'Q' {
+		s.sent()
+		s.batchOpen = false
+	}
+	_, err := s.uw.Write(msg)
+	if typ == 'Q' {
+		s.uw.boundary()
+	}
+	return err
+}
+
+// failQuery makes a simple-protocol ask fail at its place in the stream
+// with Postgres's own error handling: a statement upstream that fails, its
+// error replaced by the proxy's.
+func (s *session) failQuery(e *PgError) error {
+	s.replies.push(expect{msg: 'Q', act: actRelay, sentinel: e})
+	s.sent()
+	s.batchOpen = false
+	_, err := s.uw.Write(queryMsg(sentinelSQL))
+	s.uw.boundary()
+	return err
+}
+
+// failParse does the same for a Parse: the server then skips the rest of
+// the batch, as it would after any failed Parse.
+func (s *session) failParse(name string, tail []byte, e *PgError) error {
+	s.replies.push(expect{msg: 'P', act: actRelay, sentinel: e})
+	_, err := s.uw.Write(parseMsg(name, sentinelSQL, tail))
+	return err
+}
+
+// placeholderReply queues a reply the proxy makes itself at the current
+// place in the stream (see actSynth).
+func (s *session) placeholderReply(reply []byte) error {
+	s.replies.push(expect{msg: 'C', act: actSynth, synth: reply})
+	_, err := s.uw.Write(closeMsg('S', placeholder))
+	return err
+}
+
+// injectAll sends the proxy's own statements (scope SQL); their replies are
+// dropped, their errors go to k or else to the client.
+func (s *session) injectAll(sqls []string, k *sink) {
+	for _, sql := range sqls {
+		s.inject(sql, k)
+	}
+}
+
+// inject runs one of the proxy's fixed statements through its own named
+// statement and portal (never the client's unnamed ones), closing any left
+// from a batch an error cut short.
+func (s *session) inject(sql string, k *sink) {
+	drop := expect{act: actDrop, sink: k}
+	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, sql, []byte{0, 0}))
+	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
+	s.send(withMsg(drop, 'E'), executeMsg(ownName, 0))
+}
+
+// injectStatement sends a sealed statement — the only way generated SQL
+// reaches the server — described and executed with act (relay to the
+// client, or capture into k), at most maxRows rows (0: all).
+func (s *session) injectStatement(stmt guard.Statement, act replyAct, k *sink, maxRows int) {
+	drop := expect{act: actDrop, sink: k}
+	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, stmt.SQL(), []byte{0, 0}))
+	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
+	s.send(expect{msg: 'D', act: act, sink: k}, describeMsg('P', ownName))
+	s.send(expect{msg: 'E', act: act, sink: k}, executeMsg(ownName, maxRows))
+}
+
+// sync ends a batch of the proxy's.
+func (s *session) sync(act replyAct, k *sink) {
+	s.replies.push(expect{msg: 'S', act: act, sink: k})
+	s.sent()
+	_, _ = s.uw.Write(syncMsg)
+	s.uw.boundary()
+}
+
+// send queues e and writes msg upstream; a write error surfaces at Flush.
+func (s *session) send(e expect, msg []byte) {
+	s.replies.push(e)
+	_, _ = s.uw.Write(msg)
+}
+
+func withMsg(e expect, msg byte) expect {
+	e.msg = msg
+	return e
+}
+
+func duplicateStatement(name string) *PgError {
+	return &PgError{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
 }
 
 func noEngineError() *PgError {
 	return &PgError{Severity: "ERROR", Code: "0A000",
 		Message: "natural-language queries need an engine: this nlproxy has no translator configured",
 		Hint:    "Configure an engine (Ollama model) for nlproxy, or send plain SQL."}
-}
-
-// handleMarker translates a marker statement and forwards the generated SQL in
-// its place, or makes the statement fail at its position in the stream.
-func (s *session) handleMarker(m Marker, isParse bool, name string, tail []byte) error {
-	fail := func(e *PgError) error {
-		s.mu.Lock()
-		s.rewrites = append(s.rewrites, rewrite{unit: s.unitsSent, err: e})
-		s.hasRewrites.Store(true)
-		s.mu.Unlock()
-		if isParse {
-			_, err := s.uw.Write(parseMsg(name, sentinelSQL, tail))
-			return err
-		}
-		s.sent()
-		_, err := s.uw.Write(queryMsg(sentinelSQL))
-		s.uw.boundary()
-		return err
-	}
-	if s.srv.Translator == nil {
-		return fail(noEngineError())
-	}
-	saved, ok := s.uw.takeBatch()
-	if !ok {
-		return fail(&PgError{Severity: "ERROR", Code: "0A000",
-			Message: "nlproxy: a natural-language statement must not follow unsynchronized messages already sent upstream",
-			Hint:    "Send the natural-language Parse at the start of its batch (right after a Sync)."})
-	}
-	if err := s.uw.Flush(); err != nil {
-		return err
-	}
-	if err := s.waitIdle(); err != nil {
-		return err
-	}
-	tr, err := s.translate(m)
-	if _, werr := s.uw.Write(saved); werr != nil {
-		return werr
-	}
-	if err != nil {
-		return fail(translatorError(err))
-	}
-	sql := tr.SQL
-	if tr.Rows != nil {
-		if len(tr.Rows.Columns) == 0 {
-			return fail(&PgError{Severity: "ERROR", Code: "XX000", Message: "nlproxy: engine returned a result without columns"})
-		}
-		sql = staticSQL(tr.Rows)
-	}
-	if strings.TrimSpace(sql) == "" {
-		return fail(&PgError{Severity: "ERROR", Code: "XX000", Message: "nlproxy: engine returned no SQL"})
-	}
-	if tr.Notice != "" {
-		if err := s.sendClient(encodeNotice(tr.Notice)); err != nil {
-			return err
-		}
-	}
-	if isParse {
-		_, err := s.uw.Write(parseMsg(name, sql, tail))
-		return err
-	}
-	if prelude, n := finalPrelude(tr, s.currentTx()); n > 0 && tr.Rows == nil {
-		// One implicit transaction: the SET LOCALs end with the statement.
-		sql = prelude + sql
-		s.swallowTags.Add(int32(n))
-	}
-	s.sent()
-	_, err = s.uw.Write(queryMsg(sql))
-	s.uw.boundary()
-	return err
 }
 
 func translatorError(err error) *PgError {
@@ -146,27 +654,40 @@ func translatorError(err error) *PgError {
 			e.Severity = "ERROR"
 		}
 		if e.Code == "" {
-			e.Code = "XX000"
+			e.Code = pg.CodeInternalError
 		}
 		return &e
 	}
-	if errors.Is(err, context.Canceled) {
-		return &PgError{Severity: "ERROR", Code: "57014", Message: "canceling statement due to user request"}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &PgError{Severity: "ERROR", Code: pg.CodeQueryCanceled, Message: "canceling statement due to user request"}
+	case errors.Is(err, guard.ErrFailedTransaction):
+		return &PgError{Severity: "ERROR", Code: pg.CodeInFailedTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}
 	}
-	return &PgError{Severity: "ERROR", Code: "XX000", Message: "nlproxy: " + err.Error()}
+	return &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: internal error while answering the question"}
 }
 
-// waitIdle waits until every request sent upstream has been answered.
+// waitIdle waits until every request sent upstream has been answered, or
+// until the server waits for the client's COPY data (errCopyIn).
 func (s *session) waitIdle() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.unitsDone != s.unitsSent && !s.closing {
+	for s.unitsDone != s.unitsSent && !s.closing && !s.copyIn {
 		s.cond.Wait()
 	}
-	if s.closing {
+	switch {
+	case s.closing:
 		return errQuiet
+	case s.copyIn:
+		return errCopyIn
 	}
 	return nil
+}
+
+func (s *session) unitFailed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUnitFailed
 }
 
 func (s *session) translate(m Marker) (Translation, error) {
@@ -184,7 +705,7 @@ func (s *session) translate(m Marker) (Translation, error) {
 		s.mu.Unlock()
 	}()
 	return s.srv.Translator.Translate(ctx, TranslateRequest{
-		Marker: m, Database: s.database, User: s.user, TxStatus: tx, Exec: &executor{s: s},
+		Marker: m, Database: s.database, User: s.user, TxStatus: tx, ClientEncoding: s.encoding(), Exec: &executor{s: s},
 	})
 }
 
@@ -207,23 +728,4 @@ func (s *session) cancelUpstream(ctx context.Context) error {
 		return nil
 	}
 	return sendCancel(ctx, s.route.Address, pid, secret)
-}
-
-// drain closes the session now if it is idle, else marks it to close at the
-// end of its current transaction.
-func finalPrelude(tr Translation, tx byte) (string, int) {
-	if tx != 'I' {
-		return "", 0
-	}
-	var b strings.Builder
-	n := 0
-	if tr.ReadOnly {
-		b.WriteString("SET LOCAL transaction_read_only = on; ")
-		n++
-	}
-	if ms := tr.StatementTimeout.Milliseconds(); ms > 0 {
-		fmt.Fprintf(&b, "SET LOCAL statement_timeout = %d; ", ms)
-		n++
-	}
-	return b.String(), n
 }

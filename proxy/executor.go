@@ -3,103 +3,98 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
-	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// ErrExecutorClosed is returned by Executor.Query outside a translation or
-// after the session closed.
-var ErrExecutorClosed = errors.New("proxy: executor not available (no translation in progress or session closed)")
-
-// executor runs engine queries on the session's upstream connection. It is
-// only usable while the session's client goroutine is inside Translate, so it
-// owns the upstream writer; the server goroutine hands it replies.
+// executor runs the engine's trial runs on the session's upstream
+// connection. It is only usable while the session's client goroutine is
+// inside Translate: the session is then synced and tracked, and the client
+// goroutine's stream is paused, so the executor owns the upstream writer.
 type executor struct{ s *session }
 
-func (e *executor) Query(ctx context.Context, sql string, maxRows int) (*QueryResult, error) {
+// Trial implements Executor: stmt runs in guard.TrialScope for the
+// session's transaction state, as one protocol batch, rows captured.
+func (e *executor) Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error) {
 	s := e.s
+	if stmt.IsZero() {
+		return nil, errors.New("proxy: empty statement")
+	}
 	s.execMu.Lock()
 	defer s.execMu.Unlock()
-	ch := make(chan frame, 16)
 	s.mu.Lock()
-	if !s.translating || s.closing {
-		s.mu.Unlock()
+	ok := s.translating && !s.closing
+	tx := s.txStatus
+	s.mu.Unlock()
+	if !ok || !s.tracked.Load() {
 		return nil, ErrExecutorClosed
 	}
-	s.capture = ch
-	s.capturing.Store(true)
-	s.unitsSent++
-	s.mu.Unlock()
-	if _, err := s.uw.Write(queryMsg(sql)); err != nil {
+	scope, err := guard.TrialScope(pg.TxStatus(tx), lim.Timeout)
+	if err != nil {
 		return nil, err
 	}
-	s.uw.boundary()
-	if err := s.uw.Flush(); err != nil {
+	k := newSink(lim)
+	s.injectAll(scope.Enter, k)
+	s.injectStatement(stmt, actCapture, k, lim.MaxRows)
+	s.injectAll(scope.Exit, k)
+	s.sync(actDrop, k)
+	if err := e.wait(ctx, k); err != nil {
 		return nil, err
 	}
+	if k.status != byte(scope.Start) {
+		// The run failed before its Exit and left the session in our
+		// transaction or savepoint: undo it before the client goes on.
+		r := newSink(pg.Limits{})
+		s.injectAll(scope.Recover, r)
+		s.sync(actDrop, r)
+		if err := e.wait(context.WithoutCancel(ctx), r); err != nil {
+			return nil, err
+		}
+		if r.status != byte(scope.Start) {
+			s.log.Error("could not restore the session after a trial run; closing it",
+				zap.String("status", string(r.status)), zap.Any("error", r.err))
+			_ = s.fatal(pg.CodeConnectionFailure, "nlproxy: the session could not be restored after a trial run")
+			s.close()
+			return nil, ErrExecutorClosed
+		}
+	}
+	switch {
+	case k.err != nil:
+		return nil, k.err
+	case k.tooLarge:
+		return nil, pg.ErrResultTooLarge
+	}
+	rows := k.rows
+	return &rows, nil
+}
 
-	res := &QueryResult{}
-	var pgErr *PgError
+// wait flushes the batch and waits for its ReadyForQuery. When ctx ends
+// first, the running statement is cancelled upstream and the wait goes on,
+// so the session stays in step.
+func (e *executor) wait(ctx context.Context, k *sink) error {
+	s := e.s
+	if err := s.uw.Flush(); err != nil {
+		return fmt.Errorf("proxy: upstream write: %w", err)
+	}
 	done := ctx.Done()
 	for {
 		select {
-		case f := <-ch:
-			switch f.typ {
-			case 'T':
-				var rd pgproto3.RowDescription
-				if err := rd.Decode(f.body); err != nil {
-					continue
-				}
-				res = &QueryResult{Columns: make([]string, len(rd.Fields))}
-				for i, fd := range rd.Fields {
-					res.Columns[i] = string(fd.Name)
-				}
-			case 'D':
-				if len(res.Rows) >= maxRows {
-					res.Truncated = true
-					continue
-				}
-				var dr pgproto3.DataRow
-				if err := dr.Decode(f.body); err != nil {
-					continue
-				}
-				row := make([]*string, len(dr.Values))
-				for i, v := range dr.Values {
-					if v != nil {
-						str := string(v)
-						row[i] = &str
-					}
-				}
-				res.Rows = append(res.Rows, row)
-			case 'C':
-				if len(f.body) > 0 {
-					res.Tag = string(f.body[:len(f.body)-1])
-				}
-			case 'E':
-				if pgErr == nil {
-					pgErr = pgErrorFromBody(f.body)
-				}
-			case 'G', 'W': // COPY FROM STDIN: refuse, the engine has no data to send
-				msg := appendMsg(nil, 'f', append([]byte("nlproxy: COPY FROM STDIN is not supported in engine queries"), 0))
-				if _, err := s.uw.Write(msg); err != nil {
-					return nil, err
-				}
-				if err := s.uw.Flush(); err != nil {
-					return nil, err
-				}
-			case 'Z':
-				if pgErr != nil {
-					return nil, pgErr
-				}
-				return res, nil
-			}
+		case <-k.done:
+			return nil
 		case <-done:
-			// Cancel upstream, then keep reading until ReadyForQuery so the
-			// session stays in sync.
 			done = nil
-			go func() { _ = s.cancelUpstream(context.WithoutCancel(ctx)) }()
+			go func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				_ = s.cancelUpstream(cctx)
+			}()
 		case <-s.ctx.Done():
-			return nil, ErrExecutorClosed
+			return ErrExecutorClosed
 		}
 	}
 }

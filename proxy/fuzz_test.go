@@ -1,14 +1,16 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"go.uber.org/zap"
 )
 
@@ -37,23 +39,96 @@ func FuzzStartup(f *testing.F) {
 	})
 }
 
-// frameSession is a session whose client side reads from in and whose
-// upstream writes go to a buffer: the real clientLoop, without sockets.
-func frameSession(in []byte, maxMsg int) (*session, *bytes.Buffer, *bytes.Buffer) {
-	up, cl := &bytes.Buffer{}, &bytes.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{
-		srv:    &Server{},
-		log:    zap.NewNop(),
-		maxMsg: maxMsg,
-		cr:     bufio.NewReaderSize(bytes.NewReader(in), 4096),
-		cw:     bufio.NewWriter(cl),
-		uw:     newOutBuf(up, 4096),
-		ctx:    ctx, cancel: cancel,
-		txStatus: 'I',
+// tap relays one client connection to addr and records what the client
+// side sent: the bytes the proxy wrote upstream.
+type tap struct {
+	ln   net.Listener
+	mu   sync.Mutex
+	sent bytes.Buffer
+	done chan struct{}
+}
+
+func startTap(t testing.TB, addr string) *tap {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.cond = sync.NewCond(&s.mu)
-	return s, up, cl
+	tp := &tap{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(tp.done)
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		up, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				tp.mu.Lock()
+				tp.sent.Write(buf[:n])
+				tp.mu.Unlock()
+				if _, werr := up.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return tp
+}
+
+// proxyFrames runs the client byte stream in through a real proxy session
+// to the trust cluster and returns what the proxy sent upstream after
+// startup. The client half-closes after writing, so the session handles
+// everything it was sent before it ends.
+func proxyFrames(t *testing.T, in []byte) []byte {
+	tp := startTap(t, trustPG.Addr())
+	srv := &Server{Upstreams: []Upstream{{Address: tp.ln.Addr().String(), TLS: UpstreamTLSDisable}}, Logger: zap.NewNop(), MaxMessageSize: 1 << 16}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { srv.Close(); <-served }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	startup := encodeStartup(196608, []param{{"user", pgtest.Superuser}, {"database", "postgres"}})
+	go func() {
+		_, _ = conn.Write(append(startup, in...))
+		_ = conn.(*net.TCPConn).CloseWrite()
+	}()
+	read := make(chan struct{})
+	go func() { defer close(read); _, _ = io.Copy(io.Discard, conn) }()
+	select {
+	case <-read:
+	case <-time.After(time.Minute):
+		t.Fatalf("session did not end within a minute (a hang, not a speed check); input %q", in)
+	}
+	srv.Close()
+	<-tp.done
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	out := tp.sent.Bytes()
+	if !bytes.HasPrefix(out, startup) {
+		t.Fatalf("upstream did not start with the client's startup packet: %q", out[:min(len(out), 64)])
+	}
+	out = bytes.TrimSuffix(out[len(startup):], []byte(terminateMsg))
+	return append([]byte(nil), out...)
 }
 
 // splitFrames frames a byte stream of typed messages; rest is what remains.
@@ -85,10 +160,10 @@ func FuzzFrame(f *testing.F) {
 	f.Add([]byte{'Q', 0, 0, 0, 2})
 	f.Add(append(msg('d', "copy data"), msg('c', "")...))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s, up, _ := frameSession(in, 1<<16)
-		_ = s.clientLoop()
-		_ = s.uw.Flush()
-		out := up.Bytes()
+		if trustPG == nil {
+			t.Skip("no PostgreSQL binaries")
+		}
+		out := proxyFrames(t, in)
 		frames, rest := splitFrames(out)
 		inFrames, inRest := splitFrames(in)
 		// A partial message upstream is only allowed when the client's stream
@@ -126,4 +201,19 @@ func FuzzFrame(f *testing.F) {
 			t.Fatalf("without markers the upstream stream must be a prefix of the input\nin  %q\nout %q", in, out)
 		}
 	})
+}
+
+// A marker while the server waits for COPY data must not wait for the
+// server to become idle (it never would): it is passed on as the protocol
+// error it is.
+func TestMarkerDuringCopyIn(t *testing.T) {
+	if trustPG == nil {
+		t.Skip("no PostgreSQL binaries")
+	}
+	in := append(queryMsg("CREATE TEMP TABLE ft (a int); COPY ft FROM STDIN"), queryMsg("-- ask: how many rows")...)
+	out := proxyFrames(t, in)
+	frames, _ := splitFrames(out)
+	if len(frames) < 2 || frames[0][0] != 'Q' {
+		t.Fatalf("upstream frames %q", frames)
+	}
 }

@@ -220,6 +220,9 @@ func (s *session) relayAuth() error {
 			s.mu.Unlock()
 			return s.sendClient(appendMsg(out[:0], typ, body))
 		default: // ParameterStatus, NoticeResponse, NegotiateProtocolVersion, …
+			if typ == 'S' {
+				s.noteParameter(body)
+			}
 			s.cwMu.Lock()
 			_, err := s.cw.Write(appendMsg(out[:0], typ, body))
 			s.cwMu.Unlock()

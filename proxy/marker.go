@@ -29,6 +29,8 @@ func (k MarkerKind) String() string {
 type Marker struct {
 	Kind     MarkerKind
 	Question string
+
+	unreadable error // the question is not valid in the client's encoding
 }
 
 // ParseMarker recognizes a natural-language statement. Forms (keywords are

@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 )
 
+// serverLoop relays upstream → client. Untracked (no ask in play) it
+// forwards runs of messages with one write and inspects only
+// ReadyForQuery, ErrorResponse, ParameterStatus and (for DDL refresh)
+// CommandComplete; tracked, every message is attributed to the request that
+// caused it (see replies.go).
 func (s *session) serverLoop() {
 	locked := false
 	defer func() {
@@ -39,41 +43,52 @@ func (s *session) serverLoop() {
 			s.cwMu.Lock()
 			locked = true
 		}
-		if !s.capturing.Load() {
-			// Fast path: pass every complete message in the read buffer that
-			// needs no inspection with a single write.
-			if span := s.plainSpan(); span > 0 {
-				b, _ := s.ur.Peek(span)
-				if _, err := s.cw.Write(b); err != nil {
-					s.close()
-					return
-				}
-				_, _ = s.ur.Discard(span)
-				continue
-			}
-		}
 		typ := hdr[0]
 		n := int(int32(binary.BigEndian.Uint32(hdr[1:]))) - 4
 		if n < 0 {
 			s.upstreamLost(locked, fmt.Errorf("%w: invalid message length from upstream", ErrProtocol))
 			return
 		}
-		if s.capturing.Load() && typ != 'A' && typ != 'S' {
-			if err := s.deliverCaptured(); err != nil {
+		if s.tracked.Load() {
+			stop, err := s.trackedReply(typ, n)
+			if err != nil {
 				s.upstreamLost(locked, err)
+				return
+			}
+			if stop {
 				return
 			}
 			continue
 		}
+		// Fast path: pass every complete message in the read buffer that
+		// needs no inspection with a single write.
+		if span := s.plainSpan(); span > 0 {
+			b, _ := s.ur.Peek(span)
+			if _, err := s.cw.Write(b); err != nil {
+				s.close()
+				return
+			}
+			_, _ = s.ur.Discard(span)
+			continue
+		}
 		switch typ {
 		case 'Z':
-			s.swallowTags.Store(0) // a prelude that failed leaves nothing to swallow
 			b, err := s.ur.Peek(6)
 			if err != nil || n != 1 {
 				s.upstreamLost(locked, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol))
 				return
 			}
-			drain := s.noteReady(b[5])
+			status := b[5]
+			s.skipping = false
+			if s.swallowZ.Load() > 0 {
+				// The Sync the proxy sent to end a client's batch before an
+				// ask (see split); the client did not ask for it.
+				s.swallowZ.Add(-1)
+				s.noteReady(status)
+				_, _ = s.ur.Discard(6)
+				continue
+			}
+			drain := s.noteReady(status)
 			if err := relayN(s.ur, s.cw, 6, s.cw.Flush); err != nil {
 				s.close()
 				return
@@ -86,26 +101,19 @@ func (s *session) serverLoop() {
 			}
 			continue
 		case 'E':
-			if s.hasRewrites.Load() {
-				if err := s.rewriteError(); err != nil {
-					s.upstreamLost(locked, err)
-					return
-				}
-				continue
-			}
+			s.errInUnit = true
 			if b, err := s.ur.Peek(min(5+n, s.ur.Size())); err == nil && fatalSeverity(b[5:]) {
 				s.upstreamFatal = true // Postgres said why it closes; don't add our own error
 			}
-		case 'C':
-			if s.swallowTags.Load() > 0 {
-				// A tag of the proxy's own prelude to a generated query.
-				s.swallowTags.Add(-1)
-				if _, err := s.ur.Discard(5 + n); err != nil {
-					s.upstreamLost(locked, err)
-					return
-				}
-				continue
+		case 'G', 'W':
+			s.noteCopyIn(true)
+		case 'S':
+			if err := s.relayParameterStatus(n); err != nil {
+				s.upstreamLost(locked, err)
+				return
 			}
+			continue
+		case 'C':
 			if s.srv.OnDDL != nil && n <= 256 {
 				if b, err := s.ur.Peek(5 + n); err == nil {
 					s.noteTag(b[5:])
@@ -127,14 +135,15 @@ func (s *session) plainSpan() int {
 	off := 0
 	for off+5 <= len(buf) {
 		switch buf[off] {
-		case 'Z':
+		case 'Z', 'E', 'S', 'G', 'W':
+			// ReadyForQuery: transaction status; ErrorResponse: FATAL before
+			// upstream closes; ParameterStatus: client_encoding; Copy In /
+			// Copy Both: the server now waits for the client.
 			return off
 		case 'C':
-			if ddl || s.swallowTags.Load() > 0 {
+			if ddl {
 				return off
 			}
-		case 'E':
-			return off // inspected: rewrites, and FATAL before upstream closes
 		}
 		n := int(int32(binary.BigEndian.Uint32(buf[off+1:])))
 		if n < 4 || n > len(buf)-off-1 {
@@ -145,15 +154,47 @@ func (s *session) plainSpan() int {
 	return off
 }
 
+// relayParameterStatus records a ParameterStatus the proxy needs to know
+// (client_encoding) and passes it on.
+func (s *session) relayParameterStatus(n int) error {
+	if n > maxInspected {
+		return relayN(s.ur, s.cw, 5+n, s.cw.Flush)
+	}
+	typ, body, err := readFrame(s.ur, maxInspected)
+	if err != nil {
+		return err
+	}
+	s.noteParameter(body)
+	_, err = s.cw.Write(appendMsg(nil, typ, body))
+	return err
+}
+
+// noteParameter records a ParameterStatus body.
+func (s *session) noteParameter(body []byte) {
+	name, rest, ok := cstring(body)
+	if !ok {
+		return
+	}
+	value, _, ok := cstring(rest)
+	if !ok {
+		return
+	}
+	if name == "client_encoding" {
+		s.mu.Lock()
+		s.clientEncoding = value
+		s.mu.Unlock()
+	}
+}
+
 // upstreamLost reports a broken upstream to the client (unless we are closing).
 func (s *session) upstreamLost(locked bool, err error) {
 	if !s.isClosing() && !s.upstreamFatal {
-		s.log.Debug("upstream lost", zap.Error(err))
+		s.log.Info("lost the upstream connection", zap.String("upstream", s.route.Address), zap.Error(err))
 		if !locked {
 			s.cwMu.Lock()
 		}
 		_, _ = s.cw.Write(encodeError(&PgError{Severity: "FATAL", Code: "08006",
-			Message: fmt.Sprintf("nlproxy: lost connection to upstream %s: %v", s.route.Address, rootCause(err))}))
+			Message: "nlproxy: lost the connection to the database server"}))
 		_ = s.cw.Flush()
 		if !locked {
 			s.cwMu.Unlock()
@@ -162,23 +203,33 @@ func (s *session) upstreamLost(locked bool, err error) {
 	s.close()
 }
 
+// noteReady records a ReadyForQuery; it reports whether the session should
+// now be closed because the server is draining.
 func (s *session) noteReady(status byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.txStatus = status
+	s.copyIn = false
+	s.lastUnitFailed = s.errInUnit
+	s.errInUnit = false
 	if s.unitsDone < s.unitsSent {
 		s.unitsDone++
 	}
-	for len(s.rewrites) > 0 && s.rewrites[0].unit < s.unitsDone {
-		s.rewrites = s.rewrites[1:]
-	}
-	s.hasRewrites.Store(len(s.rewrites) > 0)
 	s.lastActive = time.Now()
 	idle := s.unitsDone == s.unitsSent
 	if idle {
 		s.cond.Broadcast()
 	}
 	return s.draining && idle && status == 'I' && !s.translating
+}
+
+// noteCopyIn records that the server waits for COPY data; an ask waiting
+// for the server to become idle must stop waiting.
+func (s *session) noteCopyIn(on bool) {
+	s.mu.Lock()
+	s.copyIn = on
+	s.cond.Broadcast()
+	s.mu.Unlock()
 }
 
 func (s *session) noteTag(tag []byte) {
@@ -189,53 +240,6 @@ func (s *session) noteTag(tag []byte) {
 			return
 		}
 	}
-}
-
-// rewriteError replaces the sentinel error of a failed marker statement with
-// the proxy's error; other errors pass unchanged.
-func (s *session) rewriteError() error {
-	typ, body, err := readFrame(s.ur, 0)
-	if err != nil {
-		return err
-	}
-	msg := appendMsg(nil, typ, body)
-	s.mu.Lock()
-	if len(s.rewrites) > 0 && s.rewrites[0].unit == s.unitsDone {
-		if pe := pgErrorFromBody(body); pe.Code == "42601" && strings.Contains(pe.Message, sentinelSQL) {
-			msg = encodeError(s.rewrites[0].err)
-			s.rewrites = s.rewrites[1:]
-			s.hasRewrites.Store(len(s.rewrites) > 0)
-		}
-	}
-	s.mu.Unlock()
-	_, err = s.cw.Write(msg)
-	return err
-}
-
-// deliverCaptured hands one upstream message to the running executor query.
-func (s *session) deliverCaptured() error {
-	typ, body, err := readFrame(s.ur, 0)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	ch := s.capture
-	if typ == 'Z' {
-		s.capture = nil
-		s.capturing.Store(false)
-	}
-	s.mu.Unlock()
-	if typ == 'Z' && len(body) == 1 {
-		s.noteReady(body[0])
-	}
-	if ch == nil {
-		return nil
-	}
-	select {
-	case ch <- frame{typ, body}:
-	case <-s.ctx.Done():
-	}
-	return nil
 }
 
 func fatalSeverity(body []byte) bool {
@@ -274,6 +278,12 @@ func (s *session) clientLoop() error {
 		if n < 0 || n > s.maxMsg {
 			return s.fatal("08P01", "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
+		if s.tracked.Load() {
+			if err := s.trackedRequest(typ, n); err != nil {
+				return err
+			}
+			continue
+		}
 		switch typ {
 		case 'Q':
 			err = s.clientQuery(n)
@@ -281,6 +291,7 @@ func (s *session) clientLoop() error {
 			err = s.clientParse(n)
 		case 'S', 'F': // Sync, FunctionCall: each is answered by one ReadyForQuery
 			s.sent()
+			s.batchOpen = false
 			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 			s.uw.boundary()
 		case 'X':
@@ -289,7 +300,10 @@ func (s *session) clientLoop() error {
 			}
 			_ = s.uw.Flush()
 			return errQuiet
+		case 'H', 'd', 'c', 'f': // Flush and COPY data open no batch
+			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 		default:
+			s.batchOpen = true
 			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 		}
 		if err != nil {
@@ -349,5 +363,3 @@ func (s *session) waitClient() error {
 		}
 	}
 }
-
-// clientQuery relays a simple Query, intercepting marker statements.

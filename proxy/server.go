@@ -46,6 +46,11 @@ type Server struct {
 	MaxMessageSize int
 	// Translator turns natural-language statements into SQL; nil answers them with 0A000.
 	Translator Translator
+	// MaxAsks caps natural-language statements being answered at once by
+	// the whole proxy, MaxAsksPerClient by one client host; over either the
+	// ask fails at once with 53400. Zero means the defaults (32 and 4).
+	MaxAsks          int
+	MaxAsksPerClient int
 	// OnDDL is called in its own goroutine when a CREATE/ALTER/DROP/COMMENT
 	// CommandComplete passes to a client.
 	OnDDL func(database string, commandTag string)
@@ -57,6 +62,8 @@ type Server struct {
 	conns     map[*session]struct{}
 	sessions  int // sessions past startup, counted against MaxConns
 	keys      map[string]*session
+	asks      int
+	asksBy    map[string]int
 	shutdown  bool
 	wg        sync.WaitGroup
 }

@@ -19,18 +19,6 @@ import (
 // errQuiet ends a session without further reporting (e.g. a CancelRequest).
 var errQuiet = errors.New("proxy: connection done")
 
-// rewrite replaces the sentinel error of response unit `unit` with err.
-type rewrite struct {
-	unit uint64
-	err  *PgError
-}
-
-// frame is a captured upstream message (executor path only).
-type frame struct {
-	typ  byte
-	body []byte
-}
-
 // session is one client connection and its upstream connection.
 //
 // Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
@@ -58,29 +46,43 @@ type session struct {
 	ctx    context.Context // ends when the session closes
 	cancel context.CancelFunc
 
-	capturing   atomic.Bool  // upstream replies go to the executor
-	swallowTags atomic.Int32 // CommandCompletes of a generated query's prelude, not relayed
-	hasRewrites atomic.Bool
-	execMu      sync.Mutex
+	// Ask machinery (see replies.go and ask.go).
+	tracked   atomic.Bool  // every upstream message is attributed to a queued request
+	replies   replyQueue   // what to do with the replies to each message sent upstream
+	swallowZ  atomic.Int32 // untracked: ReadyForQuery of the proxy's own Sync, not relayed
+	discarded atomic.Bool  // the client ran DISCARD ALL / DEALLOCATE ALL
+	execMu    sync.Mutex   // one trial run at a time on the session
+	// client goroutine only:
+	batchOpen bool                  // messages sent since the last Sync/Query
+	skipBatch bool                  // emulating the server's skip-until-Sync
+	stmts     map[string]*askStmt   // client statement name → ask statement
+	portals   map[string]*askPortal // client portal name → portal of an ask statement
+	askSeq    int
+	// server goroutine only:
+	skipping  bool // the server skips to Sync after an error
+	errInUnit bool // an ErrorResponse since the last ReadyForQuery
 
-	mu          sync.Mutex
-	cond        *sync.Cond
-	upConn      net.Conn // upstream (plain or TLS), for close
-	realPID     uint32
-	realSecret  []byte
-	key         string
-	acquired    bool
-	ready       bool
-	closing     bool
-	draining    bool
-	translating bool
-	cancelTr    context.CancelFunc
-	unitsSent   uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
-	unitsDone   uint64 // ReadyForQuery received
-	txStatus    byte
-	lastActive  time.Time
-	capture     chan frame
-	rewrites    []rewrite
+	clientHost string // for the per-client limit on concurrent asks
+
+	mu             sync.Mutex
+	cond           *sync.Cond
+	upConn         net.Conn // upstream (plain or TLS), for close
+	realPID        uint32
+	realSecret     []byte
+	key            string
+	acquired       bool
+	ready          bool
+	closing        bool
+	draining       bool
+	translating    bool
+	cancelTr       context.CancelFunc
+	unitsSent      uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
+	unitsDone      uint64 // ReadyForQuery received
+	txStatus       byte
+	lastActive     time.Time
+	lastUnitFailed bool   // the unit the last ReadyForQuery ended had an error
+	copyIn         bool   // the server waits for COPY data from the client
+	clientEncoding string // from ParameterStatus
 
 	closeOnce sync.Once
 
@@ -99,6 +101,13 @@ func newSession(srv *Server, conn net.Conn) *session {
 		ctx:      ctx,
 		cancel:   cancel,
 		txStatus: 'I',
+		stmts:    map[string]*askStmt{},
+		portals:  map[string]*askPortal{},
+	}
+	if host, _, err := net.SplitHostPort(conn.RemoteAddr().String()); err == nil {
+		s.clientHost = host
+	} else {
+		s.clientHost = conn.RemoteAddr().String() // a Unix socket: one client host
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s

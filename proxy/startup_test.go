@@ -99,11 +99,3 @@ func TestParseUpstream(t *testing.T) {
 		}
 	}
 }
-
-func TestStaticSQL(t *testing.T) {
-	got := staticSQL(&StaticResult{Columns: []string{"sql"}, Rows: [][]string{{"SELECT 'x'"}}})
-	want := `SELECT t.column1::text AS "sql" FROM (VALUES ('SELECT ''x''')) t`
-	if got != want {
-		t.Fatalf("got %s\nwant %s", got, want)
-	}
-}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // scriptTranslator is a test double for the engine: it answers by question
@@ -20,33 +22,53 @@ type scriptTranslator struct {
 	reqs []TranslateRequest
 }
 
+// seal makes a statement the way the engine does; the proxy tests allow any
+// function, so that what stops a write is the proxy's read-only scope.
+func seal(sql string) (guard.Statement, error) {
+	return guard.Seal(sql, guard.Options{AllowFunctions: []string{"*"}})
+}
+
 func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) (Translation, error) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
-	switch req.Marker.Question {
-	case "how many answers":
-		// Trial run on the client's own session, bounded.
-		res, err := req.Exec.Query(ctx, "SELECT g FROM generate_series(1, 10) g", 3)
+	final := func(sql string, timeout time.Duration) (Translation, error) {
+		st, err := seal(sql)
 		if err != nil {
 			return Translation{}, err
 		}
-		if len(res.Rows) != 3 || !res.Truncated || res.Columns[0] != "g" || *res.Rows[2][0] != "3" || res.Tag != "SELECT 10" {
-			return Translation{}, errors.New("executor result wrong")
+		return Translation{Statement: st, Timeout: timeout, Notice: "nlproxy: " + st.Display()}, nil
+	}
+	trial := func(sql string, maxRows int) (*pg.Rows, error) {
+		st, err := seal(sql)
+		if err != nil {
+			return nil, err
+		}
+		return req.Exec.Trial(ctx, st, pg.Limits{Timeout: 5 * time.Second, MaxRows: maxRows, MaxBytes: 1 << 20})
+	}
+	switch req.Marker.Question {
+	case "how many answers":
+		// Trial run on the client's own session, bounded.
+		res, err := trial("SELECT g FROM generate_series(1, 10) g", 3)
+		if err != nil {
+			return Translation{}, err
+		}
+		if len(res.Values) != 3 || !res.Truncated || res.Columns[0] != "g" || *res.Values[2][0] != "3" {
+			return Translation{}, fmt.Errorf("executor result wrong: %+v", res)
 		}
 		// A server error comes back as *PgError and leaves the session usable.
-		_, err = req.Exec.Query(ctx, "SELECT 1/0", 1)
+		_, err = trial("SELECT 1/0", 1)
 		var pe *PgError
 		if !errors.As(err, &pe) || pe.Code != "22012" {
-			return Translation{}, errors.New("executor error not a *PgError 22012")
+			return Translation{}, fmt.Errorf("executor error %v, want a *PgError 22012", err)
 		}
-		_, err = req.Exec.Query(ctx, "SELECT nosuchcol FROM pg_class", 1)
-		if !errors.As(err, &pe) || pe.Code != "42703" || pe.Position != 8 {
-			return Translation{}, fmt.Errorf("executor error %v, want 42703 at position 8", err)
+		_, err = trial("SELECT nosuchcol FROM pg_class", 1)
+		if !errors.As(err, &pe) || pe.Code != "42703" {
+			return Translation{}, fmt.Errorf("executor error %v, want 42703", err)
 		}
-		return Translation{SQL: "SELECT 42 AS answer", Notice: "nlproxy: SELECT 42 AS answer"}, nil
+		return final("SELECT 42 AS answer", time.Minute)
 	case "show me the sql":
-		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: [][]string{{"SELECT 'it''s'"}}, Tag: "SELECT 1"}}, nil
+		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: [][]string{{"SELECT 'it''s' -- é\\"}}}}, nil
 	case "bad table":
 		return Translation{}, &PgError{Code: "42P01", Message: "relation \"nope\" does not exist"}
 	case "model down":
@@ -55,17 +77,16 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 		<-ctx.Done()
 		return Translation{}, ctx.Err()
 	case "bounded":
-		return Translation{SQL: "SELECT current_setting('transaction_read_only') AS ro, current_setting('statement_timeout') AS st",
-			ReadOnly: true, StatementTimeout: 1500 * time.Millisecond}, nil
+		return final("SELECT current_setting('transaction_read_only') AS ro, current_setting('statement_timeout') AS st", 1500*time.Millisecond)
 	case "sneaky write":
-		return Translation{SQL: "SELECT nextval('proxy_ro_seq')", ReadOnly: true, StatementTimeout: time.Second}, nil
+		return final("SELECT proxy_bump()", time.Minute)
 	case "too slow":
-		return Translation{SQL: "SELECT pg_sleep(5)", ReadOnly: true, StatementTimeout: 100 * time.Millisecond}, nil
+		return final("SELECT count(*) FROM generate_series(1, 1000000000000) g", 100*time.Millisecond)
 	case "in tx":
 		if req.TxStatus != 'T' {
 			return Translation{}, errors.New("want tx status T, got " + string(req.TxStatus))
 		}
-		return Translation{SQL: "SELECT 1 AS answer"}, nil
+		return final("SELECT 1 AS answer", time.Minute)
 	}
 	return Translation{}, errors.New("unexpected question " + req.Marker.Question)
 }
@@ -111,7 +132,7 @@ func TestTranslator(t *testing.T) {
 	}
 	// ask-sql returns the SQL as a one-row result.
 	var sqlText string
-	if err := c.QueryRow(ctx, "-- ask-sql: show me the sql").Scan(&sqlText); err != nil || sqlText != "SELECT 'it''s'" {
+	if err := c.QueryRow(ctx, "-- ask-sql: show me the sql").Scan(&sqlText); err != nil || sqlText != "SELECT 'it''s' -- é\\" {
 		t.Fatalf("ask-sql: %q %v", sqlText, err)
 	}
 	// Engine errors: *PgError keeps its code, others are XX000; session stays usable.
@@ -206,7 +227,8 @@ func TestTranslationReadOnlyFinalRun(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	pc := c.PgConn()
-	if _, err := pc.Exec(ctx, "CREATE SEQUENCE IF NOT EXISTS proxy_ro_seq").ReadAll(); err != nil {
+	if _, err := pc.Exec(ctx, `CREATE TABLE IF NOT EXISTS proxy_ro_t (x int);
+		CREATE OR REPLACE FUNCTION proxy_bump() RETURNS int LANGUAGE sql AS 'INSERT INTO proxy_ro_t VALUES (1) RETURNING x'`).ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -226,11 +248,12 @@ func TestTranslationReadOnlyFinalRun(t *testing.T) {
 		}
 	}
 	// Nothing leaks into the session: it is read-write and unbounded again.
-	res, err = pc.Exec(ctx, "SELECT current_setting('transaction_read_only'), current_setting('statement_timeout'), nextval('proxy_ro_seq')").ReadAll()
+	res, err = pc.Exec(ctx, "SELECT current_setting('transaction_read_only'), current_setting('statement_timeout'), proxy_bump(); SELECT count(*) FROM proxy_ro_t").ReadAll()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row := res[0].Rows[0]; string(row[0]) != "off" || string(row[1]) != "0" || string(row[2]) != "1" {
-		t.Fatalf("session after asks: read_only=%s timeout=%s nextval=%s", row[0], row[1], row[2])
+	// The session writes again; only that direct call wrote, no ask did.
+	if row := res[0].Rows[0]; string(row[0]) != "off" || string(row[1]) != "0" || string(res[1].Rows[0][0]) != "1" {
+		t.Fatalf("session after asks: read_only=%s timeout=%s rows=%s", row[0], row[1], res[1].Rows[0][0])
 	}
 }

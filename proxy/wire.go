@@ -191,74 +191,30 @@ func splitParse(body []byte) (name, query string, tail []byte, err error) {
 	return name, query, rest, nil
 }
 
-// quoteLiteral quotes s as a standard-conforming SQL string literal.
-func quoteLiteral(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '\'')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			b = append(b, '\'')
-		}
-		b = append(b, s[i])
+var syncMsg = []byte{'S', 0, 0, 0, 4}
+
+// mustEncode encodes a message whose fields the proxy controls.
+func mustEncode(m interface{ Encode([]byte) ([]byte, error) }) []byte {
+	b, err := m.Encode(nil)
+	if err != nil {
+		panic(fmt.Sprintf("proxy: encode %T: %v", m, err))
 	}
-	return string(append(b, '\''))
+	return b
 }
 
-func quoteIdent(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' {
-			b = append(b, '"')
-		}
-		b = append(b, s[i])
-	}
-	return string(append(b, '"'))
+func closeMsg(kind byte, name string) []byte {
+	return mustEncode(&pgproto3.Close{ObjectType: kind, Name: name})
 }
 
-// staticSQL turns a StaticResult into a SELECT of text literals.
-func staticSQL(r *StaticResult) string {
-	var b []byte
-	b = append(b, "SELECT "...)
-	for i, c := range r.Columns {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, "t.column"...)
-		b = append(b, fmt.Sprint(i+1)...)
-		b = append(b, "::text AS "...)
-		b = append(b, quoteIdent(c)...)
-	}
-	if len(r.Rows) == 0 {
-		b = append(b, " FROM (SELECT "...)
-		for i := range r.Columns {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = append(b, "NULL::text AS column"...)
-			b = append(b, fmt.Sprint(i+1)...)
-		}
-		b = append(b, ") t WHERE false"...)
-		return string(b)
-	}
-	b = append(b, " FROM (VALUES "...)
-	for i, row := range r.Rows {
-		if i > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, '(')
-		for j := range r.Columns {
-			if j > 0 {
-				b = append(b, ", "...)
-			}
-			v := ""
-			if j < len(row) {
-				v = row[j]
-			}
-			b = append(b, quoteLiteral(v)...)
-		}
-		b = append(b, ')')
-	}
-	b = append(b, ") t"...)
-	return string(b)
+// bindMsg binds portal to stmt with no parameters and text results.
+func bindMsg(portal, stmt string) []byte {
+	return mustEncode(&pgproto3.Bind{DestinationPortal: portal, PreparedStatement: stmt})
+}
+
+func describeMsg(kind byte, name string) []byte {
+	return mustEncode(&pgproto3.Describe{ObjectType: kind, Name: name})
+}
+
+func executeMsg(portal string, maxRows int) []byte {
+	return mustEncode(&pgproto3.Execute{Portal: portal, MaxRows: uint32(max(maxRows, 0))})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -68,11 +69,12 @@ type timedExec struct {
 	sql  time.Duration
 }
 
-func (e *timedExec) Query(ctx context.Context, sql string, maxRows int) (*engine.Rows, error) {
+func (e *timedExec) Trial(ctx context.Context, stmt guard.Statement, lim engine.Limits) (*engine.Rows, error) {
 	start := time.Now()
-	rows, err := engine.ConnExecutor{Conn: e.conn}.Query(ctx, sql, maxRows)
-	// The privilege query is the engine's own work, not the answer's SQL.
-	if !strings.Contains(sql, "has_column_privilege") {
+	rows, err := engine.ConnExecutor{Conn: e.conn}.Trial(ctx, stmt, lim)
+	// The privilege and session queries are the engine's own work, not the
+	// answer's SQL.
+	if sql := stmt.SQL(); !strings.Contains(sql, "has_column_privilege") && !strings.Contains(sql, "row_security_active") {
 		e.mu.Lock()
 		e.sql += time.Since(start)
 		e.mu.Unlock()
@@ -195,7 +197,7 @@ func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, n int) (res
 	for i := 0; i < n+warmUp; i++ {
 		q := s.question(i)
 		ex.take()
-		r, err := eng.Translate(ctx, engine.Request{Question: q.text, Database: s.database, Role: pgtest.Superuser, TxStatus: engine.TxIdle, Exec: ex})
+		r, err := eng.Translate(ctx, engine.Request{Question: q.text, Database: s.database, User: pgtest.Superuser, TxStatus: engine.TxIdle, Exec: ex})
 		sqlTime := ex.take()
 		if i < warmUp {
 			if i == 0 {

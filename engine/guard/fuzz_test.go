@@ -16,8 +16,9 @@ func FuzzCheck(f *testing.F) {
 			f.Add(tc.sql, tc.opts.AllowExplain)
 		}
 	}
+	cat := builtins(f)
 	f.Fuzz(func(t *testing.T, sql string, explain bool) {
-		c, err := Check(sql, Options{AllowExplain: explain})
+		c, err := Check(sql, Options{AllowExplain: explain, Catalog: cat})
 		if err != nil {
 			var re *RejectError
 			if !errors.As(err, &re) || re.Code == "" {
@@ -47,7 +48,7 @@ func FuzzCheck(f *testing.F) {
 func BenchmarkCheck(b *testing.B) {
 	sql := "WITH big AS (SELECT customer_id, sum(amount) s FROM orders WHERE status = 'paid' GROUP BY 1) SELECT c.name, b.s, rank() OVER (ORDER BY b.s DESC) FROM big b JOIN customers c ON c.id = b.customer_id WHERE c.city ILIKE '%angeles%' ORDER BY b.s DESC NULLS LAST LIMIT 10"
 	for i := 0; i < b.N; i++ {
-		if _, err := Check(sql, Options{}); err != nil {
+		if _, err := Check(sql, withCatalog(b, Options{})); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,7 +11,6 @@ package guard
 import (
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 
@@ -50,6 +49,16 @@ type Options struct {
 	// Matching is case-insensitive on the unqualified name; '*' and '?' are
 	// wildcards (path.Match syntax), e.g. "audit_*".
 	DenyFunctions []string
+	// AllowFunctions names functions accepted beyond the built-in rule
+	// (pg_catalog functions that are not volatile, plus a short reviewed
+	// list): "name" allows an unqualified call found through search_path,
+	// "schema.name" a qualified one; path.Match wildcards. The denylist
+	// still wins.
+	AllowFunctions []string
+	// Catalog knows pg_catalog's functions and the database's views. Without
+	// it only the reviewed harmless volatile built-ins and AllowFunctions
+	// are accepted.
+	Catalog Catalog
 }
 
 // RejectError says why SQL was refused, with the SQLSTATE the proxy should
@@ -94,30 +103,9 @@ type Checked struct {
 	// Fingerprint identifies the statement's shape regardless of constants and
 	// formatting (pg_query fingerprint), useful for caching and clustering.
 	Fingerprint string
-}
 
-// deniedFunctions are side-effecting or file/network/session-touching
-// functions. Patterns match the unqualified, lowercased function name.
-var deniedFunctions = [...]string{
-	"nextval", "setval",
-	"pg_sleep*",
-	"dblink*",
-	"lo_*", "loread", "lowrite",
-	"set_config",
-	"pg_terminate_backend", "pg_cancel_backend",
-	"pg_reload_conf", "pg_rotate_logfile*",
-	"pg_read_file", "pg_read_binary_file", "pg_ls_*", "pg_stat_file", "pg_file_*",
-	"pg_logical_*", "pg_create_*", "pg_drop_replication_slot", "pg_copy_*",
-	"pg_replication_slot_advance", "pg_replication_origin_*",
-	"pg_advisory_*", "pg_try_advisory_*",
-	"pg_notify",
-	"query_to_xml*", "table_to_xml*", "cursor_to_xml*", "schema_to_xml*", "database_to_xml*",
-	"ts_stat", "ts_rewrite", // both execute a query given as text
-	"copy_*",
-	"pg_switch_wal", "pg_switch_xlog", "pg_promote", "pg_wal_replay_*",
-	"pg_backup_*", "pg_start_backup", "pg_stop_backup",
-	"pg_stat_reset*", "pg_stat_*_reset*", "pg_log_backend_memory_contexts",
-	"pg_import_system_collations", "pg_export_snapshot",
+	tree         *pg_query.ParseResult
+	builtinCalls []*pg_query.FuncCall
 }
 
 // allowedNodes are the raw-parse-tree node types a read-only SELECT may
@@ -199,19 +187,20 @@ func Check(sql string, opts Options) (*Checked, error) {
 		return nil, &RejectError{Reason: "only SELECT is allowed, got " + nodeName(stmt), Code: CodeInsufficientPrivilege}
 	}
 
-	deny := append(deniedFunctions[:len(deniedFunctions):len(deniedFunctions)], opts.DenyFunctions...)
-	for _, p := range opts.DenyFunctions {
-		// A malformed pattern would never match, silently allowing the
-		// function; treat it as a configuration error instead.
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("guard: DenyFunctions pattern %q: %w", p, err)
-		}
+	if err := validatePatterns("DenyFunctions", opts.DenyFunctions); err != nil {
+		return nil, err
 	}
-	w := walker{sql: sql, deny: deny, ctes: map[string]bool{}, funcs: map[string]bool{}}
+	if err := validatePatterns("AllowFunctions", opts.AllowFunctions); err != nil {
+		return nil, err
+	}
+	w := newWalker(sql, &opts)
 	if err := w.walk(body.ProtoReflect()); err != nil {
 		return nil, err
 	}
 	c.Tables = w.tableRefs()
+	if err := checkViews(c.Tables, &opts, 0, map[string]bool{}); err != nil {
+		return nil, err
+	}
 	for f := range w.funcs {
 		c.Functions = append(c.Functions, f)
 	}
@@ -219,7 +208,58 @@ func Check(sql string, opts Options) (*Checked, error) {
 	// Fingerprinting an already-parsed statement cannot fail in practice; a
 	// failure only loses the optional fingerprint.
 	c.Fingerprint, _ = pg_query.Fingerprint(sql)
+	c.tree = tree
+	c.builtinCalls = w.builtinCalls
 	return c, nil
+}
+
+// maxViewDepth bounds how deep views built on views are followed.
+const maxViewDepth = 16
+
+// checkViews applies the guard to the definitions of the views a statement
+// reads, as if they were written inline: a view can call what the statement
+// itself may not.
+func checkViews(refs []TableRef, opts *Options, depth int, seen map[string]bool) error {
+	if opts.Catalog == nil {
+		return nil
+	}
+	for _, r := range refs {
+		for _, def := range opts.Catalog.ViewDefinitions(strings.ToLower(r.Schema), r.Name) {
+			if seen[def] {
+				continue
+			}
+			seen[def] = true
+			if depth >= maxViewDepth {
+				return &RejectError{Reason: "view " + r.String() + " is nested too deeply to check", Code: CodeFeatureNotSupported}
+			}
+			if err := checkView(r, def, opts, depth, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkView(r TableRef, def string, opts *Options, depth int, seen map[string]bool) error {
+	wrap := func(err error) error {
+		var re *RejectError
+		if errors.As(err, &re) {
+			return &RejectError{Reason: "view " + r.String() + ": " + re.Reason, Code: re.Code}
+		}
+		return err
+	}
+	tree, err := parse(def)
+	if err != nil {
+		return wrap(err)
+	}
+	if len(tree.Stmts) != 1 || tree.Stmts[0].GetStmt().GetSelectStmt() == nil {
+		return &RejectError{Reason: "view " + r.String() + " is not a plain SELECT", Code: CodeFeatureNotSupported}
+	}
+	w := newWalker(def, opts)
+	if err := w.walk(tree.Stmts[0].GetStmt().ProtoReflect()); err != nil {
+		return wrap(err)
+	}
+	return checkViews(w.tableRefs(), opts, depth+1, seen)
 }
 
 // parse wraps pg_query.Parse, turning parser errors into RejectErrors.
@@ -267,10 +307,23 @@ func nodeName(n *pg_query.Node) string {
 
 type walker struct {
 	sql    string
+	opts   *Options
 	deny   []string
 	ctes   map[string]bool
 	funcs  map[string]bool
 	tables []tableAt
+	// builtinCalls are the calls sealed as pg_catalog.name.
+	builtinCalls []*pg_query.FuncCall
+}
+
+func newWalker(sql string, opts *Options) *walker {
+	return &walker{
+		sql:   sql,
+		opts:  opts,
+		deny:  append(deniedFunctions[:len(deniedFunctions):len(deniedFunctions)], opts.DenyFunctions...),
+		ctes:  map[string]bool{},
+		funcs: map[string]bool{},
+	}
 }
 
 type tableAt struct {
@@ -319,13 +372,16 @@ func (w *walker) visit(m protoreflect.Message) error {
 		if len(parts) == 0 {
 			return &RejectError{Reason: "function call without a name", Code: CodeFeatureNotSupported}
 		}
-		base := strings.ToLower(parts[len(parts)-1])
-		for _, p := range w.deny {
-			if ok, _ := path.Match(strings.ToLower(p), base); ok {
-				return &RejectError{Reason: "function " + strings.Join(parts, ".") + " is not allowed", Code: CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
-			}
+		v := judgeFunction(parts, w.opts, w.deny)
+		if v.reason != "" {
+			return &RejectError{Reason: v.reason, Code: CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
+		}
+		if v.builtin && len(parts) == 1 {
+			w.builtinCalls = append(w.builtinCalls, n)
 		}
 		w.funcs[strings.ToLower(strings.Join(parts, "."))] = true
+	case *pg_query.ParamRef:
+		return &RejectError{Reason: "parameter $" + fmt.Sprint(n.GetNumber()) + " has no value here", Code: CodeSyntaxError, Position: int(n.GetLocation()) + 1}
 	case *pg_query.CommonTableExpr:
 		w.ctes[n.GetCtename()] = true
 	case *pg_query.RangeVar:

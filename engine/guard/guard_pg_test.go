@@ -3,11 +3,15 @@ package guard
 import (
 	"context"
 	"errors"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/golden"
 )
 
 const fixtureSQL = `
@@ -15,6 +19,9 @@ CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, city text);
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int REFERENCES customers, amount numeric,
   status text, note text, created_at timestamptz DEFAULT now());
 CREATE SEQUENCE s;
+CREATE SCHEMA app;
+CREATE FUNCTION app.score(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2';
+CREATE FUNCTION score(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 3';
 INSERT INTO customers VALUES (1, 'Bob', 'Los Angeles'), (2, 'O''Neil', 'Los Angeles'), (3, 'Ana', 'New York');
 INSERT INTO orders VALUES (1, 1, 12.5, 'shipped', NULL), (2, 3, 3, 'pending', 'gift');
 `
@@ -62,12 +69,25 @@ func TestPostgres(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 
+	t.Run("built-in functions golden file", func(t *testing.T) {
+		fns, err := catalog.LoadFunctions(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := make([]string, 0, len(fns.Builtin))
+		for n, v := range fns.Builtin {
+			names = append(names, n+" "+string(v))
+		}
+		sort.Strings(names)
+		golden.Check(t, "pg_catalog_functions", strings.Join(names, "\n")+"\n")
+	})
+
 	t.Run("accepted corpus runs read-only", func(t *testing.T) {
 		for _, tc := range corpus {
 			if tc.wantCode != "" {
 				continue
 			}
-			if _, err := Check(tc.sql, tc.opts); err != nil {
+			if _, err := Check(tc.sql, withCatalog(t, tc.opts)); err != nil {
 				t.Errorf("%s: rejected: %v", tc.name, err)
 				continue
 			}
@@ -90,7 +110,7 @@ func TestPostgres(t *testing.T) {
 			if _, err := readOnly(ctx, conn, sql); err != nil {
 				t.Errorf("%q did not run under READ ONLY (%v); pick another example", sql, err)
 			}
-			_, err := Check(sql, Options{})
+			_, err := Check(sql, withCatalog(t, Options{}))
 			var re *RejectError
 			if !errors.As(err, &re) || re.Code != CodeInsufficientPrivilege {
 				t.Errorf("Check(%q) = %v, want insufficient_privilege", sql, err)
@@ -113,7 +133,7 @@ func TestPostgres(t *testing.T) {
 		fixed := ReplaceLiterals(sql, []Replacement{
 			{lits[0], "shipped"}, {lits[1], "Los Angeles"}, {lits[2], "Los Angeles"}, {lits[3], "O'Neil"},
 		})
-		if _, err := Check(fixed, Options{}); err != nil {
+		if _, err := Check(fixed, withCatalog(t, Options{})); err != nil {
 			t.Fatalf("corrected SQL rejected: %v", err)
 		}
 		n, err := readOnly(ctx, conn, fixed)

@@ -100,7 +100,19 @@ var corpus = []guardCase{
 	{"denied in lateral", "SELECT * FROM customers c, LATERAL (SELECT nextval('s')) x", Options{}, CodeInsufficientPrivilege},
 	{"denied in window filter", "SELECT count(*) FILTER (WHERE pg_sleep(1) IS NULL) FROM customers", Options{}, CodeInsufficientPrivilege},
 	{"denied named arg", "SELECT set_config(setting_name => 'a', new_value => 'b', is_local => true)", Options{}, CodeInsufficientPrivilege},
-	{"extra denied function", "SELECT audit_log('x')", Options{DenyFunctions: []string{"AUDIT_*"}}, CodeInsufficientPrivilege},
+	{"extra denied function", "SELECT audit_log('x')", Options{DenyFunctions: []string{"AUDIT_*"}, AllowFunctions: []string{"audit_log"}}, CodeInsufficientPrivilege},
+	// Rejected: functions the guard cannot prove harmless.
+	{"user-defined function", "SELECT write_when_writable()", Options{}, CodeInsufficientPrivilege},
+	{"user-defined in case", "SELECT CASE WHEN id > 0 THEN write_when_writable() END FROM customers", Options{}, CodeInsufficientPrivilege},
+	{"qualified user function", "SELECT public.lower(name) FROM customers", Options{}, CodeInsufficientPrivilege},
+	{"qualified allowance needs qualified call", "SELECT f(1)", Options{AllowFunctions: []string{"app.f"}}, CodeInsufficientPrivilege},
+	{"volatile built-in", "SELECT pg_relation_size('customers'), pg_blocking_pids(1)", Options{}, CodeInsufficientPrivilege},
+	{"brin_summarize_new_values", "SELECT brin_summarize_new_values('i'::regclass)", Options{}, CodeInsufficientPrivilege},
+	{"brin_summarize_range", "SELECT brin_summarize_range('i', 0)", Options{}, CodeInsufficientPrivilege},
+	{"brin_desummarize_range", "SELECT brin_desummarize_range('i', 0)", Options{}, CodeInsufficientPrivilege},
+	{"gin_clean_pending_list", "SELECT gin_clean_pending_list('i')", Options{}, CodeInsufficientPrivilege},
+	{"denied even if allowed", "SELECT pg_sleep(1)", Options{AllowFunctions: []string{"pg_sleep"}}, CodeInsufficientPrivilege},
+	{"parameter", "SELECT * FROM customers WHERE id = $1", Options{}, CodeSyntaxError},
 	// Rejected: length, emptiness, syntax.
 	{"too long", "SELECT '" + strings.Repeat("a", DefaultMaxLen) + "'", Options{}, CodeProgramLimitExceeded},
 	{"custom max len", "SELECT 12345", Options{MaxLen: 5}, CodeProgramLimitExceeded},
@@ -151,6 +163,8 @@ var corpus = []guardCase{
 	{"row and jsonb operators", "SELECT ROW(1, 2) IS NOT NULL, '{\"a\": 1}'::jsonb ? 'a'", Options{}, ""},
 	{"xml constructor", "SELECT xmlelement(name a, name) FROM customers", Options{}, ""},
 	{"materialized cte", "WITH x AS MATERIALIZED (SELECT 1 AS a) SELECT a FROM x", Options{}, ""},
+	{"harmless volatile built-ins", "SELECT random(), clock_timestamp(), gen_random_uuid()", Options{}, ""},
+	{"operator-allowed function", "SELECT app.score(id), score(id) FROM customers", Options{AllowFunctions: []string{"app.score", "score"}}, ""},
 	{"explain allowed", "EXPLAIN SELECT * FROM customers", Options{AllowExplain: true}, ""},
 	{"explain options", "EXPLAIN (VERBOSE, COSTS false, FORMAT JSON) SELECT * FROM customers c JOIN orders o ON o.customer_id = c.id", Options{AllowExplain: true}, ""},
 }
@@ -158,7 +172,7 @@ var corpus = []guardCase{
 func TestCheckCorpus(t *testing.T) {
 	for _, tc := range corpus {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Check(tc.sql, tc.opts)
+			c, err := Check(tc.sql, withCatalog(t, tc.opts))
 			if tc.wantCode == "" {
 				if err != nil {
 					t.Fatalf("Check(%q) rejected: %v", tc.sql, err)
@@ -211,7 +225,7 @@ func TestCheckDetails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.sql, func(t *testing.T) {
-			c, err := Check(tt.sql, tt.opts)
+			c, err := Check(tt.sql, withCatalog(t, tt.opts))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,15 +243,15 @@ func TestCheckDetails(t *testing.T) {
 }
 
 func TestFingerprintIgnoresConstantsAndFormatting(t *testing.T) {
-	a, err := Check("SELECT * FROM customers WHERE city = 'LA'", Options{})
+	a, err := Check("SELECT * FROM customers WHERE city = 'LA'", withCatalog(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Check("select *\n  from customers where city='NYC' -- x", Options{})
+	b, err := Check("select *\n  from customers where city='NYC' -- x", withCatalog(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Check("SELECT * FROM orders WHERE city = 'LA'", Options{})
+	c, err := Check("SELECT * FROM orders WHERE city = 'LA'", withCatalog(t, Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +265,7 @@ func TestFingerprintIgnoresConstantsAndFormatting(t *testing.T) {
 
 func TestRejectPosition(t *testing.T) {
 	sql := "SELECT id, pg_sleep(1) FROM customers"
-	_, err := Check(sql, Options{})
+	_, err := Check(sql, withCatalog(t, Options{}))
 	var re *RejectError
 	if !errors.As(err, &re) {
 		t.Fatalf("want RejectError, got %v", err)
@@ -259,7 +273,7 @@ func TestRejectPosition(t *testing.T) {
 	if want := strings.Index(sql, "pg_sleep") + 1; re.Position != want {
 		t.Errorf("Position = %d, want %d", re.Position, want)
 	}
-	_, err = Check("SELECT * FORM customers", Options{})
+	_, err = Check("SELECT * FORM customers", withCatalog(t, Options{}))
 	if !errors.As(err, &re) || re.Code != CodeSyntaxError || re.Position == 0 {
 		t.Errorf("syntax error without position: %v", err)
 	}
@@ -274,7 +288,7 @@ func TestDeeplyNested(t *testing.T) {
 			// Nested scalar subqueries also deepen the protobuf tree.
 			sql = strings.Repeat("SELECT (", depth/10) + "SELECT 1" + strings.Repeat(")", depth/10)
 		}
-		_, err := Check(sql, Options{})
+		_, err := Check(sql, withCatalog(t, Options{}))
 		t.Logf("depth %d: %v", depth, err)
 		var re *RejectError
 		if err != nil && !errors.As(err, &re) {

@@ -152,8 +152,8 @@ func testGarbage(t *testing.T, f *fixture) {
 	c := f.connect(t, f.proxy)
 	_, err := queryText(ctx, c.Conn, "ASK "+q+";", pgx.QueryExecModeSimpleProtocol)
 	var pe *pgconn.PgError
-	if !asPgError(err, &pe) || pe.Code != "XX000" || !strings.Contains(pe.Message, "usable SQL") {
-		t.Fatalf("err = %v, want XX000 saying no usable SQL", err)
+	if !asPgError(err, &pe) || pe.Code != "42N01" || !strings.Contains(pe.Message, "usable SQL") {
+		t.Fatalf("err = %v, want 42N01 saying no usable SQL", err)
 	}
 	if n := f.chatCalls(); n != 3 {
 		t.Errorf("LLM chat requests = %d, want 3 (keywords, candidate, one corrective re-ask)", n)

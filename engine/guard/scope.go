@@ -1,0 +1,97 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
+)
+
+// Scope is what surrounds every run of a sealed Statement on a client's
+// session: statements that make the run read-only and time-bounded, and
+// that end that state again without touching the client's own transaction.
+// The proxy (and engine.ConnExecutor for tools) send a Statement only inside
+// a Scope from TrialScope or RunScope; this file is the one place that says
+// how.
+//
+// Every statement here is fixed ASCII text (the only variable is a number),
+// so it lexes the same under any session setting.
+type Scope struct {
+	// Enter runs before the statement.
+	Enter []string
+	// Exit runs after it, in the same protocol batch.
+	Exit []string
+	// Recover runs in a batch of its own when the run failed and the session
+	// is left in a transaction state other than the one it started in.
+	Recover []string
+	// Start is the transaction state the scope was made for.
+	Start pg.TxStatus
+}
+
+// ErrFailedTransaction: nothing can run in an aborted transaction.
+var ErrFailedTransaction = errors.New("guard: the session's transaction is aborted")
+
+const savepoint = "nlproxy_guard"
+
+// readOnlyLocal makes the current transaction (or subtransaction) read-only
+// and time-bounded until it ends; set_config is used rather than SET LOCAL
+// because it does not warn outside a transaction block.
+func readOnlyLocal(timeout time.Duration) string {
+	return fmt.Sprintf("SELECT pg_catalog.set_config('transaction_read_only', 'on', true), pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout))
+}
+
+func timeoutLocal(timeout time.Duration) string {
+	return fmt.Sprintf("SELECT pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout))
+}
+
+// timeoutMillis is never 0: statement_timeout = 0 would mean no bound.
+func timeoutMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// TrialScope is for runs whose effects are always discarded (the engine's
+// trial runs): a READ ONLY transaction rolled back when the session was
+// idle, a read-only savepoint rolled back inside the client's transaction.
+func TrialScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
+	switch tx {
+	case pg.TxIdle:
+		return Scope{
+			Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout)},
+			Exit:    []string{"ROLLBACK"},
+			Recover: []string{"ROLLBACK"},
+			Start:   tx,
+		}, nil
+	case pg.TxInTx:
+		return blockScope(tx, timeout), nil
+	case pg.TxFailed:
+		return Scope{}, ErrFailedTransaction
+	}
+	return Scope{}, fmt.Errorf("guard: unknown transaction status %q", byte(tx))
+}
+
+// RunScope is for runs whose rows go to the client: the settled query,
+// and every Execute of a prepared ask statement. Idle, the implicit
+// transaction of the protocol batch is made read-only and bounded (it ends
+// at the batch's Sync, with everything the batch holds); inside the client's
+// transaction a read-only savepoint is entered and rolled back after the
+// run, so the client's transaction continues as it was.
+func RunScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
+	switch tx {
+	case pg.TxIdle:
+		return Scope{Enter: []string{readOnlyLocal(timeout)}, Start: tx}, nil
+	case pg.TxInTx:
+		return blockScope(tx, timeout), nil
+	case pg.TxFailed:
+		return Scope{}, ErrFailedTransaction
+	}
+	return Scope{}, fmt.Errorf("guard: unknown transaction status %q", byte(tx))
+}
+
+func blockScope(tx pg.TxStatus, timeout time.Duration) Scope {
+	undo := []string{"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint}
+	return Scope{
+		Enter:   []string{"SAVEPOINT " + savepoint, readOnlyLocal(timeout)},
+		Exit:    undo,
+		Recover: undo,
+		Start:   tx,
+	}
+}
