@@ -125,8 +125,8 @@ func TestChatOptions(t *testing.T) {
 	if reqs[1].Model != genModel || reqs[1].NumCtx != 4096 {
 		t.Errorf("second request: model %s num_ctx %d", reqs[1].Model, reqs[1].NumCtx)
 	}
-	if _, has := reqs[1].Options["num_predict"]; has {
-		t.Errorf("num_predict sent without MaxTokens")
+	if got := reqs[1].Options["num_predict"]; got != float64(llm.DefaultMaxTokens) {
+		t.Errorf("num_predict = %v without MaxTokens, want the default %d", got, llm.DefaultMaxTokens)
 	}
 	if reqs[0].KeepAlive != `"10m0s"` {
 		t.Errorf("keep_alive = %s", reqs[0].KeepAlive)
@@ -561,5 +561,20 @@ func TestConcurrentCalls(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// An answer that never ends is cut at MaxAnswerBytes: a clear ErrBadOutput,
+// not retried, and the client holds no more than the cap.
+func TestChatEndlessAnswer(t *testing.T) {
+	srv := startFake(t, fakeollama.Rule{Name: "endless", Reply: strings.Repeat("SELECT 1 UNION ALL ", 50), Fault: fakeollama.FaultEndless})
+	c := newClient(t, srv, func(cfg *llm.Config) { cfg.MaxAnswerBytes = 64 << 10; cfg.MaxRetries = 3 })
+	_, err := c.Chat(context.Background(), llm.ChatRequest{Messages: []llm.Message{{Role: "user", Content: "x"}}})
+	var le *llm.Error
+	if !errors.Is(err, llm.ErrBadOutput) || !errors.As(err, &le) || le.Attempts != 1 {
+		t.Fatalf("err = %v, want ErrBadOutput after one attempt", err)
+	}
+	if !strings.Contains(err.Error(), "size limit") {
+		t.Errorf("error %q does not say the answer was too long", err)
 	}
 }

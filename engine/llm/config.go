@@ -14,12 +14,18 @@ import (
 
 // Defaults.
 const (
-	DefaultHost         = "http://127.0.0.1:11434"
-	DefaultNumCtx       = 8192
-	DefaultCallTimeout  = 60 * time.Second
-	DefaultMaxRetries   = 2
-	DefaultRetryBackoff = 200 * time.Millisecond
-	defaultOllamaPort   = "11434"
+	DefaultHost        = "http://127.0.0.1:11434"
+	DefaultNumCtx      = 8192
+	DefaultCallTimeout = 60 * time.Second
+	// DefaultMaxTokens is num_predict when a call sets none: generation
+	// answers with reasoning fit easily; an endless one stops.
+	DefaultMaxTokens = 4096
+	// DefaultMaxAnswerBytes caps the text kept of one answer (about 16
+	// tokens per 64 bytes: far above DefaultMaxTokens).
+	DefaultMaxAnswerBytes = 256 << 10
+	DefaultMaxRetries     = 2
+	DefaultRetryBackoff   = 200 * time.Millisecond
+	defaultOllamaPort     = "11434"
 )
 
 // Config configures an OllamaClient.
@@ -36,6 +42,11 @@ type Config struct {
 	NumCtx int
 	// CallTimeout bounds each HTTP request. Default DefaultCallTimeout.
 	CallTimeout time.Duration
+	// MaxTokens is num_predict for calls that set none. Default DefaultMaxTokens.
+	MaxTokens int
+	// MaxAnswerBytes caps one answer's text; a longer one fails with
+	// ErrBadOutput and is not retried. Default DefaultMaxAnswerBytes.
+	MaxAnswerBytes int
 	// MaxRetries is how often one call is retried after a transport error,
 	// a 5xx, a broken response or a timeout. Default DefaultMaxRetries;
 	// negative means no retries.

@@ -59,6 +59,12 @@ func New(cfg Config) (*OllamaClient, error) {
 	if cfg.EmbedBatch <= 0 {
 		cfg.EmbedBatch = 64
 	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = DefaultMaxTokens
+	}
+	if cfg.MaxAnswerBytes <= 0 {
+		cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
 	if cfg.HTTPClient == nil {
 		// Own transport: no shared state with http.DefaultClient; no client
 		// timeout because every call carries its own deadline.
@@ -120,10 +126,13 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 	for _, m := range req.Messages {
 		msgs = append(msgs, api.Message{Role: m.Role, Content: m.Content})
 	}
-	opts := map[string]any{"num_ctx": numCtx, "temperature": req.Temperature}
-	if req.MaxTokens > 0 {
-		opts["num_predict"] = req.MaxTokens
+	// num_predict makes the model stop; the byte cap below protects
+	// against a server that does not.
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = c.cfg.MaxTokens
 	}
+	opts := map[string]any{"num_ctx": numCtx, "temperature": req.Temperature, "num_predict": maxTokens}
 	stream := false
 	areq := &api.ChatRequest{
 		Model:     model,
@@ -145,7 +154,10 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		done := false
 		err := c.api.Chat(ctx, areq, func(r api.ChatResponse) error {
 			// Non-streaming answers come as one object, but accumulate in
-			// case a proxy in between streams anyway.
+			// case a proxy in between streams anyway; never beyond the cap.
+			if content.Len()+len(r.Message.Content) > c.cfg.MaxAnswerBytes {
+				return errAnswerTooLong
+			}
 			content.WriteString(r.Message.Content)
 			if r.Done {
 				done = true
@@ -241,6 +253,9 @@ func (c *OllamaClient) ListModels(ctx context.Context) ([]string, error) {
 
 var errIncomplete = errors.New("response ended before done")
 
+// errAnswerTooLong: the answer passed Config.MaxAnswerBytes; reading stops.
+var errAnswerTooLong = errors.New("model answer exceeds the size limit")
+
 // retry runs fn with a per-call timeout, retrying retryable failures with
 // exponential backoff. It returns the number of attempts made.
 func (c *OllamaClient) retry(ctx context.Context, op, model, step string, fn func(context.Context) error) (int, error) {
@@ -297,6 +312,8 @@ func classify(err error, timedOut bool) *Error {
 	switch {
 	case timedOut:
 		e.Kind = ErrTimeout
+	case errors.Is(err, errAnswerTooLong):
+		e.Kind = ErrBadOutput
 	case errors.As(err, &se):
 		e.StatusCode = se.StatusCode
 		if se.StatusCode == http.StatusNotFound && strings.Contains(strings.ToLower(se.ErrorMessage), "not found") {
@@ -316,7 +333,7 @@ func classify(err error, timedOut bool) *Error {
 // retryable: transport trouble, timeouts, 5xx and broken bodies are worth
 // another try; a 4xx (missing model, bad request) is not.
 func retryable(e *Error) bool {
-	if errors.Is(e.Kind, ErrModelMissing) {
+	if errors.Is(e.Kind, ErrModelMissing) || errors.Is(e.Err, errAnswerTooLong) {
 		return false
 	}
 	return e.StatusCode < 400 || e.StatusCode >= 500

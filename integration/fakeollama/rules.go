@@ -60,6 +60,10 @@ const (
 	FaultGarbage
 	// FaultDrop writes part of the response and then closes the connection.
 	FaultDrop
+	// FaultEndless streams answer chunks (the Reply, repeated) without end,
+	// whatever the request's stream flag, until the client goes away: a
+	// model that never stops, or a server that ignores num_predict.
+	FaultEndless
 )
 
 // Rule scripts one kind of answer. A rule applies when every non-zero

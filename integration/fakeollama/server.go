@@ -571,6 +571,25 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		}
 		return c
 	}
+	if rule.Fault == FaultEndless {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w)
+		flusher, _ := w.(http.Flusher)
+		piece := content
+		if piece == "" {
+			piece = "SELECT "
+		}
+		for r.Context().Err() == nil {
+			if err := enc.Encode(mk(piece, false)); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		return
+	}
 	if !v.Stream {
 		if rule.Fault == FaultDrop {
 			dropAfter(w, `{"model":"`+v.Model+`","message":{"role":"assistant","content":"`)
