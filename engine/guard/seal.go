@@ -21,7 +21,7 @@ type Statement struct {
 
 // SQL is the sealed text: what the server executes. It is ASCII only (other
 // characters as \u escapes), its string constants are either plain without
-// backslashes or E'' strings, and built-in functions are qualified with
+// backslashes or E” strings, and built-in functions are qualified with
 // pg_catalog. So it lexes to the same single statement whatever the session's
 // client_encoding, standard_conforming_strings, backslash_quote or
 // search_path.
@@ -150,7 +150,7 @@ func asciiSQL(sql string) (string, error) {
 }
 
 // decodeDeparsedString returns the value of a string constant as the
-// deparser writes them: '…' with '' for a quote, or E'…' where the only
+// deparser writes them: '…' with ” for a quote, or E'…' where the only
 // escape is \\ (the deparser doubles backslashes and nothing else).
 func decodeDeparsedString(tok string) (string, error) {
 	bad := &RejectError{Reason: "unexpected string constant form in the normalized statement", Code: CodeFeatureNotSupported}
