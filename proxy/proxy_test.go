@@ -286,11 +286,12 @@ func TestUpstreamTLS(t *testing.T) {
 func TestRouting(t *testing.T) {
 	needPG(t)
 	ctx := context.Background()
-	if err := scramPG.CreateDatabase(ctx, "route_a"); err != nil {
+	routeDB := pgtest.UniqueName(t, "route_a") // shared cluster: unique per run
+	if err := scramPG.CreateDatabase(ctx, routeDB); err != nil {
 		t.Fatal(err)
 	}
 	addr := serve(t, &Server{Upstreams: []Upstream{
-		{Database: "alpha", Address: scramPG.Addr(), OverrideDatabase: "route_a", TLS: UpstreamTLSDisable},
+		{Database: "alpha", Address: scramPG.Addr(), OverrideDatabase: routeDB, TLS: UpstreamTLSDisable},
 		{Database: "other", Address: trustPG.Addr(), OverrideDatabase: "postgres", TLS: UpstreamTLSDisable},
 		{Address: scramPG.Addr(), TLS: UpstreamTLSDisable},
 	}})
@@ -298,7 +299,7 @@ func TestRouting(t *testing.T) {
 		db, wantDB string
 		wantPort   int
 	}{
-		{"alpha", "route_a", scramPG.Port},
+		{"alpha", routeDB, scramPG.Port},
 		{"other", "postgres", trustPG.Port},
 		{"postgres", "postgres", scramPG.Port},
 	} {
