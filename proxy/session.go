@@ -43,11 +43,15 @@ type session struct {
 	log    *zap.Logger
 	maxMsg int
 
-	client    net.Conn // the raw accepted connection
-	cr        *bufio.Reader
-	cw        *bufio.Writer
-	cwMu      sync.Mutex
-	clientTLS bool
+	client     net.Conn // the raw accepted connection (counting its bytes)
+	cr         *bufio.Reader
+	cw         *bufio.Writer
+	cwMu       sync.Mutex
+	clientTLS  bool
+	local      bool   // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
+	clientAddr string // for the audit log; "[local]" on a Unix socket, as Postgres logs it
+	started    time.Time
+	traffic    *countingConn
 
 	route *Upstream
 	ur    *bufio.Reader
@@ -89,16 +93,26 @@ type session struct {
 
 func newSession(srv *Server, conn net.Conn) *session {
 	ctx, cancel := context.WithCancel(context.Background())
+	cc := &countingConn{Conn: conn}
+	local := conn.LocalAddr().Network() == "unix"
+	addr := conn.RemoteAddr().String()
+	if local {
+		addr = "[local]"
+	}
 	s := &session{
-		srv:      srv,
-		log:      srv.logger().With(zap.String("client", conn.RemoteAddr().String())),
-		maxMsg:   srv.maxMessageSize(),
-		client:   conn,
-		cr:       bufio.NewReaderSize(conn, bufSize),
-		cw:       bufio.NewWriterSize(conn, bufSize),
-		ctx:      ctx,
-		cancel:   cancel,
-		txStatus: 'I',
+		srv:        srv,
+		log:        srv.logger().With(zap.String("client", addr)),
+		maxMsg:     srv.maxMessageSize(),
+		client:     cc,
+		cr:         bufio.NewReaderSize(cc, bufSize),
+		cw:         bufio.NewWriterSize(cc, bufSize),
+		local:      local,
+		clientAddr: addr,
+		started:    time.Now(),
+		traffic:    cc,
+		ctx:        ctx,
+		cancel:     cancel,
+		txStatus:   'I',
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s
@@ -106,16 +120,16 @@ func newSession(srv *Server, conn net.Conn) *session {
 
 func (s *session) run() {
 	defer s.close()
+	s.log.Info("connection accepted")
 	hctx, cancel := context.WithTimeout(s.ctx, s.srv.handshakeTimeout())
 	err := s.handshake(hctx)
 	cancel()
 	if err != nil {
-		if !errors.Is(err, errQuiet) {
-			s.log.Debug("handshake failed", zap.Error(err))
-		}
+		s.auditStartupFailure(err)
 		return
 	}
-	s.log.Debug("session ready", zap.String("user", s.user), zap.String("upstream", s.route.Address))
+	s.auditReady()
+	defer s.auditEnd()
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)

@@ -20,6 +20,8 @@ import (
 type Config struct {
 	Listen    string          `yaml:"listen"`
 	Upstreams []UpstreamEntry `yaml:"upstreams"`
+	// UnixSocketDir, when set, also serves on DIR/.s.PGSQL.<listen port>.
+	UnixSocketDir string `yaml:"unix_socket_dir"`
 
 	TLSCert    string `yaml:"tls_cert"`
 	TLSKey     string `yaml:"tls_key"`
@@ -200,6 +202,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(stderr)
 	fs.String("config", path, "YAML configuration file (env NLPROXY_CONFIG)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to accept clients on (env NLPROXY_LISTEN)")
+	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", cfg.UnixSocketDir, "also accept clients on the Unix socket DIR/.s.PGSQL.<listen port>, as Postgres names it (env NLPROXY_UNIX_SOCKET_DIR)")
 	var flagUpstreams []UpstreamEntry
 	fs.Var(upstreamList{&flagUpstreams}, "upstream", "upstream Postgres as a libpq URL/DSN, or database=URL to route that database; repeatable (env NLPROXY_UPSTREAM, space-separated)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate for client TLS (env NLPROXY_TLS_CERT)")
@@ -302,6 +305,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		}
 	}
 	str("NLPROXY_LISTEN", &cfg.Listen)
+	str("NLPROXY_UNIX_SOCKET_DIR", &cfg.UnixSocketDir)
 	if v := getenv("NLPROXY_UPSTREAM"); v != "" {
 		var entries []UpstreamEntry
 		for _, f := range strings.Fields(v) {
