@@ -163,14 +163,10 @@ INSERT INTO public.plain (tags) VALUES ('{a,b}'), ('{"c d",NULL}');
 ANALYZE public.plain;
 CREATE TABLE public.never_analyzed (v text);
 `)
-	// Default: the search path (public only).
+	// Default: every schema, those on the search path (public) first.
 	def := introspect(t, dbName, catalog.IntrospectOptions{})
-	var names []string
-	for _, tb := range def.Tables {
-		names = append(names, tb.Schema+"."+tb.Name)
-	}
-	if !slices.Equal(names, []string{"public.never_analyzed", "public.plain"}) {
-		t.Fatalf("search-path tables = %v", names)
+	if names := tableNames(def); !slices.Equal(names, []string{"public.never_analyzed", "public.plain", "hr.staff", "sales.Order Items"}) {
+		t.Fatalf("tables = %v", names)
 	}
 	if got := mustTable(t, def, "never_analyzed").RowEstimate; got != -1 {
 		t.Errorf("never analyzed row estimate = %d, want -1", got)
