@@ -7,6 +7,7 @@ require (
 	github.com/ollama/ollama v0.17.4
 	github.com/pganalyze/pg_query_go/v5 v5.1.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/sys v0.37.0
 	golang.org/x/text v0.41.0
 	google.golang.org/protobuf v1.34.1
 	gopkg.in/yaml.v3 v3.0.1
@@ -23,5 +24,4 @@ require (
 	github.com/wk8/go-ordered-map/v2 v2.1.8 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/crypto v0.43.0 // indirect
-	golang.org/x/sys v0.37.0 // indirect
 )

@@ -11,8 +11,12 @@ import (
 
 // IntrospectOptions configure Introspect. Zero values take the defaults.
 type IntrospectOptions struct {
-	// Schemas to read; empty means the schemas on the connection's
-	// search_path (current_schemas(false)).
+	// Schemas narrows introspection to these schemas, read in this order.
+	// Empty means every schema the connection's role may use (USAGE) except
+	// the system ones (pg_catalog, information_schema, pg_toast*, pg_temp_*):
+	// those on the role's search_path first, in path order, then the others
+	// by name. Listed schemas that do not exist, are system schemas or lack
+	// USAGE are skipped, as the role could not query their tables anyway.
 	Schemas []string
 	// MaxExamples is how many most-common values per column are kept as
 	// stored examples (default 3; negative: none).
@@ -38,7 +42,8 @@ type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// ErrNoSchemas is returned when no schema is to be read (an empty search_path).
+// ErrNoSchemas is returned when no schema is to be read: the role may use
+// none, or none of the listed ones.
 var ErrNoSchemas = errors.New("catalog: no schemas to introspect")
 
 // Introspect reads tables, views, materialized views, columns, keys, enums,
@@ -58,12 +63,9 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 		conn = tx
 	}
 	opts = opts.withDefaults()
-	schemas := opts.Schemas
-	if len(schemas) == 0 {
-		var err error
-		if schemas, err = searchPathSchemas(ctx, conn); err != nil {
-			return nil, err
-		}
+	schemas, err := usableSchemas(ctx, conn, opts.Schemas)
+	if err != nil {
+		return nil, err
 	}
 	if len(schemas) == 0 {
 		return nil, ErrNoSchemas
@@ -92,22 +94,40 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 	return s, nil
 }
 
-func searchPathSchemas(ctx context.Context, conn Querier) ([]string, error) {
-	rows, err := conn.Query(ctx, `SELECT n::text FROM unnest(current_schemas(false)) n WHERE n NOT LIKE 'pg\_temp%'`)
+// schemasSQL lists the schemas to read. Names starting with pg_ are reserved
+// for system schemas (pg_catalog, pg_toast, pg_temp_N, pg_toast_temp_N);
+// has_schema_privilege is true for any schema a superuser sees.
+const schemasSQL = `
+SELECT n.nspname::text
+FROM pg_namespace n
+WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
+  AND has_schema_privilege(n.oid, 'USAGE')
+  AND (cardinality($1::text[]) = 0 OR n.nspname::text = ANY($1::text[]))
+ORDER BY CASE WHEN cardinality($1::text[]) = 0
+              THEN array_position(current_schemas(false)::text[], n.nspname::text)
+              ELSE array_position($1::text[], n.nspname::text) END NULLS LAST,
+         n.nspname`
+
+// usableSchemas returns the schemas to read (see IntrospectOptions.Schemas).
+func usableSchemas(ctx context.Context, conn Querier, only []string) ([]string, error) {
+	if only == nil {
+		only = []string{} // a NULL array would make cardinality NULL
+	}
+	rows, err := conn.Query(ctx, schemasSQL, only)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: search path: %w", err)
+		return nil, fmt.Errorf("catalog: schemas: %w", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return nil, fmt.Errorf("catalog: search path: %w", err)
+			return nil, fmt.Errorf("catalog: schemas: %w", err)
 		}
 		out = append(out, n)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("catalog: search path: %w", err)
+		return nil, fmt.Errorf("catalog: schemas: %w", err)
 	}
 	return out, nil
 }

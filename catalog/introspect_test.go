@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
 func introspect(t *testing.T, db string, opts catalog.IntrospectOptions) *catalog.Schema {
@@ -150,7 +151,8 @@ func TestIntrospectSample(t *testing.T) {
 }
 
 func TestIntrospectSchemasAndNames(t *testing.T) {
-	newDB(t, "schemas", `
+	dbName := pgtest.UniqueName(t, "schemas")
+	newDB(t, dbName, `
 CREATE SCHEMA hr;
 CREATE SCHEMA sales;
 CREATE TYPE sales.tier AS ENUM ('gold', 'silver');
@@ -161,14 +163,10 @@ INSERT INTO public.plain (tags) VALUES ('{a,b}'), ('{"c d",NULL}');
 ANALYZE public.plain;
 CREATE TABLE public.never_analyzed (v text);
 `)
-	// Default: the search path (public only).
-	def := introspect(t, "schemas", catalog.IntrospectOptions{})
-	var names []string
-	for _, tb := range def.Tables {
-		names = append(names, tb.Schema+"."+tb.Name)
-	}
-	if !slices.Equal(names, []string{"public.never_analyzed", "public.plain"}) {
-		t.Fatalf("search-path tables = %v", names)
+	// Default: every schema, those on the search path (public) first.
+	def := introspect(t, dbName, catalog.IntrospectOptions{})
+	if names := tableNames(def); !slices.Equal(names, []string{"public.never_analyzed", "public.plain", "hr.staff", "sales.Order Items"}) {
+		t.Fatalf("tables = %v", names)
 	}
 	if got := mustTable(t, def, "never_analyzed").RowEstimate; got != -1 {
 		t.Errorf("never analyzed row estimate = %d, want -1", got)
@@ -184,7 +182,7 @@ CREATE TABLE public.never_analyzed (v text);
 		t.Errorf("array column stats = %+v", st)
 	}
 
-	s := introspect(t, "schemas", catalog.IntrospectOptions{Schemas: []string{"sales", "hr"}})
+	s := introspect(t, dbName, catalog.IntrospectOptions{Schemas: []string{"sales", "hr"}})
 	if len(s.Tables) != 2 || s.Tables[0].Schema != "sales" || s.Tables[1].Schema != "hr" {
 		t.Fatalf("tables = %+v", s.Tables)
 	}
@@ -218,15 +216,16 @@ CREATE TABLE public.never_analyzed (v text);
 }
 
 func TestFingerprint(t *testing.T) {
-	newDB(t, "fp", `
+	dbName := pgtest.UniqueName(t, "fp")
+	newDB(t, dbName, `
 CREATE TYPE mood AS ENUM ('ok', 'sad');
 CREATE TABLE a (id int PRIMARY KEY, name text, m mood);
 CREATE TABLE b (id int PRIMARY KEY, a_id int);
 `)
 	ctx := context.Background()
 	c := env.cluster(t)
-	prev := introspect(t, "fp", catalog.IntrospectOptions{}).Fingerprint
-	if again := introspect(t, "fp", catalog.IntrospectOptions{}).Fingerprint; again != prev {
+	prev := introspect(t, dbName, catalog.IntrospectOptions{}).Fingerprint
+	if again := introspect(t, dbName, catalog.IntrospectOptions{}).Fingerprint; again != prev {
 		t.Fatal("fingerprint not stable")
 	}
 	steps := []struct {
@@ -250,10 +249,10 @@ CREATE TABLE b (id int PRIMARY KEY, a_id int);
 		{"CREATE INDEX ON a (name)", false},
 	}
 	for _, st := range steps {
-		if err := c.Exec(ctx, "fp", st.sql); err != nil {
+		if err := c.Exec(ctx, dbName, st.sql); err != nil {
 			t.Fatalf("%s: %v", st.sql, err)
 		}
-		fp := introspect(t, "fp", catalog.IntrospectOptions{}).Fingerprint
+		fp := introspect(t, dbName, catalog.IntrospectOptions{}).Fingerprint
 		if (fp != prev) != st.changes {
 			t.Errorf("%s: fingerprint changed = %v, want %v", st.sql, fp != prev, st.changes)
 		}

@@ -65,7 +65,8 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// newDB creates a fresh database running setup SQL.
+// newDB creates a fresh database running setup SQL. Shared cluster: pass a
+// name unique to the run (pgtest.UniqueName), so -count=N never collides.
 func newDB(t *testing.T, name, setup string) {
 	t.Helper()
 	ctx := context.Background()

@@ -12,27 +12,45 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"go.uber.org/zap/zaptest"
 )
 
 func newManager(t *testing.T, dir string, interval time.Duration) *catalog.Manager {
 	t.Helper()
+	m, _ := newCountingManager(t, dir, interval)
+	return m
+}
+
+// newCountingManager is newManager whose Connect also reports each call on
+// the returned channel. A database's checks run one after another, each
+// starting with a Connect, so the (n+1)th Connect proves the nth check done.
+func newCountingManager(t *testing.T, dir string, interval time.Duration) (*catalog.Manager, <-chan string) {
+	t.Helper()
 	c := env.cluster(t)
+	connects := make(chan string, 1024)
 	m := &catalog.Manager{
 		DataDir: dir,
-		Connect: func(ctx context.Context, db string) (*pgx.Conn, error) { return c.Connect(ctx, db) },
-		Logger:  zaptest.NewLogger(t),
+		Connect: func(ctx context.Context, db string) (*pgx.Conn, error) {
+			select {
+			case connects <- db:
+			default: // nobody counts beyond the buffer
+			}
+			return c.Connect(ctx, db)
+		},
+		Logger: zaptest.NewLogger(t),
 
 		RefreshInterval: interval,
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	return m
+	return m, connects
 }
 
-// waitFor polls until cond holds or 15 s pass.
+// waitFor polls until cond holds; the bound only keeps a broken build from
+// hanging the run (a loaded CI machine is slow, never this slow).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -49,58 +67,62 @@ COMMENT ON TABLE cities IS 'places we ship to';
 
 func TestManagerBuildLoadRefresh(t *testing.T) {
 	ctx := context.Background()
-	newDB(t, "mgr", mgrSetup)
+	dbName := pgtest.UniqueName(t, "mgr")
+	newDB(t, dbName, mgrSetup)
 	dir := t.TempDir()
 
 	// First use builds and saves.
 	m1 := newManager(t, dir, 0)
-	s1, err := m1.Get(ctx, "mgr")
+	s1, err := m1.Get(ctx, dbName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s1.Version != 1 || s1.Schema.Table("cities") == nil || s1.Values == nil || s1.Values.Len() != 3 {
 		t.Fatalf("first snapshot: version %d tables %v", s1.Version, s1.Schema.Tables)
 	}
-	if _, err := os.Stat(catalog.SnapshotPath(dir, "mgr")); err != nil {
+	if _, err := os.Stat(catalog.SnapshotPath(dir, dbName)); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := m1.Get(ctx, "mgr"); again != s1 {
+	if again, _ := m1.Get(ctx, dbName); again != s1 {
 		t.Error("second Get returned a different snapshot")
 	}
 	if err := m1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Get(ctx, "mgr"); !errors.Is(err, catalog.ErrClosed) {
+	if _, err := m1.Get(ctx, dbName); !errors.Is(err, catalog.ErrClosed) {
 		t.Errorf("Get after Close: %v", err)
 	}
 
 	// A new manager loads the file; an unchanged schema is not rebuilt.
-	m2 := newManager(t, dir, 0)
-	s2, err := m2.Get(ctx, "mgr")
+	m2, connects := newCountingManager(t, dir, 0)
+	s2, err := m2.Get(ctx, dbName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !s2.BuiltAt.Equal(s1.BuiltAt) || s2.Schema.Fingerprint != s1.Schema.Fingerprint {
 		t.Fatalf("loaded snapshot built %v, want %v", s2.BuiltAt, s1.BuiltAt)
 	}
-	m2.Refresh("mgr") // no DDL: the check keeps the snapshot
-	time.Sleep(300 * time.Millisecond)
-	if m2.Current("mgr") != s2 {
+	<-connects         // the check at load
+	m2.Refresh(dbName) // no DDL: the check keeps the snapshot
+	<-connects         // … that check has started
+	m2.Refresh(dbName)
+	<-connects // … and ended: the next one has started
+	if m2.Current(dbName) != s2 {
 		t.Error("refresh without schema change replaced the snapshot")
 	}
 
 	// DDL + Refresh ⇒ rebuild, in the background, with a new version on disk.
-	if err := env.cluster(t).Exec(ctx, "mgr", "ALTER TABLE cities ADD COLUMN state text; COMMENT ON COLUMN cities.state IS 'two-letter code'"); err != nil {
+	if err := env.cluster(t).Exec(ctx, dbName, "ALTER TABLE cities ADD COLUMN state text; COMMENT ON COLUMN cities.state IS 'two-letter code'"); err != nil {
 		t.Fatal(err)
 	}
-	m2.Refresh("mgr")
-	m2.Refresh("mgr") // coalesces; never blocks
-	waitFor(t, "rebuild after DDL", func() bool { return m2.Current("mgr").Version == 2 })
-	s3 := m2.Current("mgr")
+	m2.Refresh(dbName)
+	m2.Refresh(dbName) // coalesces; never blocks
+	waitFor(t, "rebuild after DDL", func() bool { return m2.Current(dbName).Version == 2 })
+	s3 := m2.Current(dbName)
 	if s3.Schema.Table("cities").Column("state") == nil || s3.Schema.Fingerprint == s1.Schema.Fingerprint {
 		t.Fatal("rebuilt snapshot lacks the new column")
 	}
-	onDisk, err := catalog.LoadSnapshot(dir, "mgr", descindex.Options{})
+	onDisk, err := catalog.LoadSnapshot(dir, dbName, descindex.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,15 +133,16 @@ func TestManagerBuildLoadRefresh(t *testing.T) {
 
 func TestManagerRebuildsBadFiles(t *testing.T) {
 	ctx := context.Background()
-	newDB(t, "mgrbad", mgrSetup)
+	dbName := pgtest.UniqueName(t, "mgrbad")
+	newDB(t, dbName, mgrSetup)
 	dir := t.TempDir()
 	m := newManager(t, dir, 0)
-	orig, err := m.Get(ctx, "mgrbad")
+	orig, err := m.Get(ctx, dbName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = m.Close()
-	path := catalog.SnapshotPath(dir, "mgrbad")
+	path := catalog.SnapshotPath(dir, dbName)
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -138,14 +161,14 @@ func TestManagerRebuildsBadFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := newManager(t, dir, 0)
-			s, err := m.Get(ctx, "mgrbad")
+			s, err := m.Get(ctx, dbName)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !s.BuiltAt.After(orig.BuiltAt) || s.Schema.Fingerprint != orig.Schema.Fingerprint {
 				t.Fatalf("got snapshot built %v (orig %v): not rebuilt", s.BuiltAt, orig.BuiltAt)
 			}
-			if _, err := catalog.LoadSnapshot(dir, "mgrbad", descindex.Options{}); err != nil {
+			if _, err := catalog.LoadSnapshot(dir, dbName, descindex.Options{}); err != nil {
 				t.Fatalf("rebuilt file unreadable: %v", err)
 			}
 		})
@@ -154,17 +177,18 @@ func TestManagerRebuildsBadFiles(t *testing.T) {
 
 func TestManagerPeriodicRefreshAndErrors(t *testing.T) {
 	ctx := context.Background()
-	newDB(t, "mgrtick", mgrSetup)
+	dbName := pgtest.UniqueName(t, "mgrtick")
+	newDB(t, dbName, mgrSetup)
 	m := newManager(t, "", 100*time.Millisecond) // in-memory only
-	s, err := m.Get(ctx, "mgrtick")
+	s, err := m.Get(ctx, dbName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.cluster(t).Exec(ctx, "mgrtick", "COMMENT ON COLUMN cities.name IS 'city name as typed'"); err != nil {
+	if err := env.cluster(t).Exec(ctx, dbName, "COMMENT ON COLUMN cities.name IS 'city name as typed'"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "periodic rebuild", func() bool { return m.Current("mgrtick").Version == s.Version+1 })
-	if c := m.Current("mgrtick").Schema.Table("cities").Column("name").Comment; c != "city name as typed" {
+	waitFor(t, "periodic rebuild", func() bool { return m.Current(dbName).Version == s.Version+1 })
+	if c := m.Current(dbName).Schema.Table("cities").Column("name").Comment; c != "city name as typed" {
 		t.Errorf("comment = %q", c)
 	}
 
@@ -189,7 +213,8 @@ func TestManagerPeriodicRefreshAndErrors(t *testing.T) {
 
 func TestManagerConcurrentUse(t *testing.T) {
 	ctx := context.Background()
-	newDB(t, "mgrconc", mgrSetup)
+	dbName := pgtest.UniqueName(t, "mgrconc")
+	newDB(t, dbName, mgrSetup)
 	m := newManager(t, t.TempDir(), 0)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -198,7 +223,7 @@ func TestManagerConcurrentUse(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				s, err := m.Get(ctx, "mgrconc")
+				s, err := m.Get(ctx, dbName)
 				if err != nil {
 					errs <- err
 					return
@@ -208,21 +233,21 @@ func TestManagerConcurrentUse(t *testing.T) {
 					return
 				}
 				if i%4 == 0 {
-					m.Refresh("mgrconc")
+					m.Refresh(dbName)
 				}
 			}
 		}()
 	}
-	if err := env.cluster(t).Exec(ctx, "mgrconc", "ALTER TABLE cities ADD COLUMN pop int"); err != nil {
+	if err := env.cluster(t).Exec(ctx, dbName, "ALTER TABLE cities ADD COLUMN pop int"); err != nil {
 		t.Fatal(err)
 	}
-	m.Refresh("mgrconc")
+	m.Refresh(dbName)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
 	waitFor(t, "rebuild with the new column", func() bool {
-		return m.Current("mgrconc").Schema.Table("cities").Column("pop") != nil
+		return m.Current(dbName).Schema.Table("cities").Column("pop") != nil
 	})
 }

@@ -52,8 +52,9 @@ func (s *Schema) VisibleTo(ctx context.Context, q Querier, role string) (*Schema
 // column or table. The copy gets its own fingerprint.
 func (s *Schema) Filter(keep func(t *Table, c *Column) bool) *Schema {
 	out := &Schema{Enums: map[string][]string{}}
-	kept := map[string]map[string]bool{} // "schema.table" → columns
-	srcOf := map[string]*Table{}
+	type key struct{ schema, table string } // not "schema.table": names may hold dots
+	kept := map[key]map[string]bool{}
+	srcOf := map[key]*Table{}
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		nt := *t
@@ -71,8 +72,8 @@ func (s *Schema) Filter(keep func(t *Table, c *Column) bool) *Schema {
 		if len(nt.Columns) == 0 {
 			continue
 		}
-		kept[t.Schema+"."+t.Name] = cols
-		srcOf[t.Schema+"."+t.Name] = t
+		kept[key{t.Schema, t.Name}] = cols
+		srcOf[key{t.Schema, t.Name}] = t
 		out.Tables = append(out.Tables, nt)
 	}
 	all := func(cols map[string]bool, names []string) bool {
@@ -85,8 +86,8 @@ func (s *Schema) Filter(keep func(t *Table, c *Column) bool) *Schema {
 	}
 	for i := range out.Tables {
 		nt := &out.Tables[i]
-		src := srcOf[nt.Schema+"."+nt.Name]
-		cols := kept[nt.Schema+"."+nt.Name]
+		src := srcOf[key{nt.Schema, nt.Name}]
+		cols := kept[key{nt.Schema, nt.Name}]
 		if all(cols, src.PrimaryKey) {
 			nt.PrimaryKey = src.PrimaryKey
 		}
@@ -96,7 +97,7 @@ func (s *Schema) Filter(keep func(t *Table, c *Column) bool) *Schema {
 			}
 		}
 		for _, fk := range src.ForeignKeys {
-			if ref, ok := kept[fk.RefSchema+"."+fk.RefTable]; ok && all(cols, fk.Columns) && all(ref, fk.RefColumns) {
+			if ref, ok := kept[key{fk.RefSchema, fk.RefTable}]; ok && all(cols, fk.Columns) && all(ref, fk.RefColumns) {
 				nt.ForeignKeys = append(nt.ForeignKeys, fk)
 			}
 		}

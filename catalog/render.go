@@ -19,6 +19,13 @@ type RenderOptions struct {
 	MaxRetrieved int
 	// NoStats leaves out distinct/null statistics.
 	NoStats bool
+	// SearchPath is the asking session's search_path as schema names in
+	// order (current_schemas(false)); empty means ["public"]. A table is
+	// named unqualified when that name resolves to it on this path, and
+	// schema-qualified otherwise (other schemas, and tables a same-named
+	// table earlier on the path shadows). Unqualified Selection names and
+	// Examples keys resolve the same way (see Schema.TableOnPath).
+	SearchPath []string
 }
 
 func (o RenderOptions) withDefaults() RenderOptions {
@@ -28,66 +35,119 @@ func (o RenderOptions) withDefaults() RenderOptions {
 	if o.MaxRetrieved <= 0 {
 		o.MaxRetrieved = 5
 	}
+	if len(o.SearchPath) == 0 {
+		o.SearchPath = []string{"public"}
+	}
 	return o
 }
 
-// Selection names tables ("name" or "schema.name") and, per table, the
-// columns wanted; a nil or empty column list means every column.
+// Selection names tables ("schema.name", or "name" resolved on
+// RenderOptions.SearchPath) and, per table, the columns wanted; a nil or
+// empty column list means every column.
 type Selection map[string][]string
 
 // RenderFull renders every enum and table.
 func (s *Schema) RenderFull(opts RenderOptions) string {
-	sel := Selection{}
-	for _, t := range s.Tables {
-		sel[t.Schema+"."+t.Name] = nil
+	all := make(map[int]map[string]bool, len(s.Tables))
+	for i := range s.Tables {
+		all[i] = nil
 	}
-	return s.render(sel, false, opts)
+	return s.render(all, false, opts.withDefaults())
 }
 
 // RenderSelected renders only the selected tables and columns, always
 // keeping the primary key columns of the selected tables and the columns of
 // foreign keys that link two selected tables, so joins stay writable.
 func (s *Schema) RenderSelected(sel Selection, opts RenderOptions) string {
-	return s.render(sel, false, opts)
+	opts = opts.withDefaults()
+	return s.render(s.resolve(sel, opts.SearchPath), false, opts)
 }
 
 // RenderSoft renders details (types, comments, examples, constraints) for
 // the selection like RenderSelected, and lists the names of every other
 // table and column, so the model still knows what exists.
 func (s *Schema) RenderSoft(sel Selection, opts RenderOptions) string {
-	return s.render(sel, true, opts)
+	opts = opts.withDefaults()
+	return s.render(s.resolve(sel, opts.SearchPath), true, opts)
 }
 
 // resolve maps the selection onto table indexes → kept column set (nil: all).
-func (s *Schema) resolve(sel Selection) map[int]map[string]bool {
+// Names that match no table are ignored.
+func (s *Schema) resolve(sel Selection, searchPath []string) map[int]map[string]bool {
 	out := map[int]map[string]bool{}
 	for name, cols := range sel {
-		for i := range s.Tables {
-			t := &s.Tables[i]
-			if name != t.Schema+"."+t.Name && name != t.Name {
-				continue
-			}
-			if len(cols) == 0 {
-				out[i] = nil
-				continue
-			}
-			if _, all := out[i]; all && out[i] == nil {
-				continue
-			}
-			if out[i] == nil {
-				out[i] = map[string]bool{}
+		i := s.lookup(name, searchPath)
+		if i < 0 {
+			continue
+		}
+		cur, seen := out[i]
+		switch {
+		case len(cols) == 0:
+			out[i] = nil
+		case seen && cur == nil: // already all columns
+		default:
+			if cur == nil {
+				cur = map[string]bool{}
+				out[i] = cur
 			}
 			for _, c := range cols {
-				out[i][c] = true
+				cur[c] = true
 			}
 		}
 	}
 	return out
 }
 
-func (s *Schema) render(sel Selection, soft bool, opts RenderOptions) string {
-	opts = opts.withDefaults()
-	chosen := s.resolve(sel)
+// tableNames spells the tables of one rendering for one search path.
+type tableNames struct {
+	s *Schema
+	// bare maps an unqualified table name to the table it resolves to:
+	// the one in the earliest path schema, else the first in Tables order.
+	bare   map[string]int
+	onPath map[string]bool // schema → on the search path
+}
+
+func (s *Schema) tableNames(searchPath []string) tableNames {
+	n := tableNames{s: s, bare: make(map[string]int, len(s.Tables)), onPath: make(map[string]bool, len(searchPath))}
+	pos := make(map[string]int, len(searchPath))
+	for i, sch := range searchPath {
+		if _, dup := pos[sch]; !dup {
+			pos[sch] = i
+		}
+		n.onPath[sch] = true
+	}
+	rank := func(i int) int {
+		if p, ok := pos[s.Tables[i].Schema]; ok {
+			return p
+		}
+		return len(searchPath)
+	}
+	for i := range s.Tables {
+		name := s.Tables[i].Name
+		if cur, ok := n.bare[name]; !ok || rank(i) < rank(cur) {
+			n.bare[name] = i
+		}
+	}
+	return n
+}
+
+// resolvesTo reports whether the unqualified name of table i denotes it.
+func (n tableNames) resolvesTo(i int) bool {
+	return n.bare[n.s.Tables[i].Name] == i
+}
+
+// name is how table i is written: bare when a session with this search
+// path would find it by that name, schema-qualified otherwise.
+func (n tableNames) name(i int) string {
+	t := &n.s.Tables[i]
+	if n.onPath[t.Schema] && n.resolvesTo(i) {
+		return QuoteIdent(t.Name)
+	}
+	return t.QualifiedName()
+}
+
+func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOptions) string {
+	names := s.tableNames(opts.SearchPath)
 	selectedTable := func(schema, name string) (int, bool) {
 		for i := range chosen {
 			if s.Tables[i].Schema == schema && s.Tables[i].Name == name {
@@ -150,15 +210,15 @@ func (s *Schema) render(sel Selection, soft bool, opts RenderOptions) string {
 		t := &s.Tables[i]
 		if _, ok := chosen[i]; !ok {
 			if soft {
-				names := make([]string, len(t.Columns))
+				cols := make([]string, len(t.Columns))
 				for k, c := range t.Columns {
-					names[k] = QuoteIdent(c.Name)
+					cols[k] = QuoteIdent(c.Name)
 				}
-				others = append(others, fmt.Sprintf("-- %s %s (%s)", t.Kind, s.tableName(t), strings.Join(names, ", ")))
+				others = append(others, fmt.Sprintf("-- %s %s (%s)", t.Kind, names.name(i), strings.Join(cols, ", ")))
 			}
 			continue
 		}
-		s.renderTable(&b, i, kept, selectedTable, soft, opts)
+		s.renderTable(&b, i, kept, selectedTable, names, soft, opts)
 	}
 	if len(others) > 0 {
 		b.WriteString("-- Other tables (names only):\n")
@@ -171,7 +231,7 @@ func (s *Schema) render(sel Selection, soft bool, opts RenderOptions) string {
 }
 
 func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) bool,
-	selectedTable func(string, string) (int, bool), soft bool, opts RenderOptions) {
+	selectedTable func(string, string) (int, bool), names tableNames, soft bool, opts RenderOptions) {
 	t := &s.Tables[i]
 	var head []string
 	if t.Comment != "" {
@@ -190,7 +250,7 @@ func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) b
 	case KindMaterialized:
 		kw = "MATERIALIZED VIEW"
 	}
-	fmt.Fprintf(b, "CREATE %s %s (\n", kw, s.tableName(t))
+	fmt.Fprintf(b, "CREATE %s %s (\n", kw, names.name(i))
 
 	type line struct{ body, comment string }
 	var lines []line
@@ -211,7 +271,7 @@ func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) b
 				body += " DEFAULT " + c.Default
 			}
 		}
-		lines = append(lines, line{body, s.columnNote(t, &c, opts)})
+		lines = append(lines, line{body, s.columnNote(t, &c, names.resolvesTo(i), opts)})
 	}
 	if len(t.PrimaryKey) > 0 {
 		lines = append(lines, line{"PRIMARY KEY (" + identList(t.PrimaryKey) + ")", ""})
@@ -226,12 +286,12 @@ func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) b
 		}
 	}
 	for _, fk := range t.ForeignKeys {
-		if _, ok := selectedTable(fk.RefSchema, fk.RefTable); !ok {
+		j, ok := selectedTable(fk.RefSchema, fk.RefTable)
+		if !ok {
 			continue
 		}
-		ref := &Table{Schema: fk.RefSchema, Name: fk.RefTable}
 		lines = append(lines, line{fmt.Sprintf("FOREIGN KEY (%s) REFERENCES %s (%s)",
-			identList(fk.Columns), s.tableName(ref), identList(fk.RefColumns)), ""})
+			identList(fk.Columns), names.name(j), identList(fk.RefColumns)), ""})
 	}
 	for k, l := range lines {
 		b.WriteString("  " + l.body)
@@ -250,8 +310,9 @@ func (s *Schema) renderTable(b *strings.Builder, i int, kept func(int, string) b
 }
 
 // columnNote is the CHESS-style column comment: description, example
-// values (retrieved first), then simple statistics.
-func (s *Schema) columnNote(t *Table, c *Column, opts RenderOptions) string {
+// values (retrieved first), then simple statistics. Examples keyed
+// "table.column" belong to t only when bare (its unqualified name denotes it).
+func (s *Schema) columnNote(t *Table, c *Column, bare bool, opts RenderOptions) string {
 	var parts []string
 	if c.Comment != "" {
 		parts = append(parts, oneLine(c.Comment))
@@ -262,7 +323,11 @@ func (s *Schema) columnNote(t *Table, c *Column, opts RenderOptions) string {
 			ex = append(ex, v)
 		}
 	}
-	for _, key := range []string{t.Schema + "." + t.Name + "." + c.Name, t.Name + "." + c.Name} {
+	keys := []string{t.Schema + "." + t.Name + "." + c.Name}
+	if bare {
+		keys = append(keys, t.Name+"."+c.Name)
+	}
+	for _, key := range keys {
 		for _, v := range opts.Examples[key] {
 			add(v, opts.MaxRetrieved)
 		}
@@ -326,15 +391,6 @@ func (t *Table) isKeyColumn(col string) bool {
 		}
 	}
 	return false
-}
-
-// tableName leaves tables in "public" unqualified: that is where most
-// questions point and it saves prompt tokens.
-func (s *Schema) tableName(t *Table) string {
-	if t.Schema == "public" {
-		return QuoteIdent(t.Name)
-	}
-	return t.QualifiedName()
 }
 
 func identList(cols []string) string {

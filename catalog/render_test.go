@@ -80,3 +80,96 @@ func TestQuoteIdent(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderSearchPath renders a database holding orders in public and in
+// sales, a quoted mixed-case schema and a cross-schema foreign key, for
+// several search paths: a table is bare exactly when its bare name would
+// reach it, so the same name never appears twice unqualified.
+func TestRenderSearchPath(t *testing.T) {
+	db, _ := multiSchemaDB(t)
+	s := introspect(t, db, catalog.IntrospectOptions{Schemas: []string{"public", "sales", "Archive"}})
+	const (
+		publicOrders = "orders (\n  id integer NOT NULL,"
+		salesOrders  = "orders (\n  deal_id integer NOT NULL,"
+	)
+	cases := []struct {
+		name     string
+		path     []string
+		contains []string
+		excludes []string
+		bare     int // how often "CREATE TABLE orders (" appears
+	}{
+		{"default (public)", nil,
+			[]string{"CREATE TABLE " + publicOrders, "CREATE TABLE sales." + salesOrders, "CREATE TABLE sales.regions (",
+				`CREATE TABLE "Archive"."Old Orders" (`, `  "Order Id" integer NOT NULL,`,
+				"FOREIGN KEY (customer_id) REFERENCES customers (id)"},
+			[]string{"public."}, 1},
+		{"sales first", []string{"sales", "public"},
+			[]string{"CREATE TABLE " + salesOrders, "CREATE TABLE public." + publicOrders, "CREATE TABLE regions (",
+				"CREATE TABLE customers (", "FOREIGN KEY (customer_id) REFERENCES customers (id)"},
+			[]string{"sales."}, 1},
+		{"public shadows sales", []string{"public", "sales"},
+			[]string{"CREATE TABLE " + publicOrders, "CREATE TABLE sales." + salesOrders, "CREATE TABLE regions ("},
+			[]string{"public.", "sales.regions"}, 1},
+		{"sales only", []string{"sales"},
+			[]string{"CREATE TABLE " + salesOrders, "CREATE TABLE public." + publicOrders, "CREATE TABLE public.customers (",
+				"FOREIGN KEY (customer_id) REFERENCES public.customers (id)"},
+			[]string{"sales.", "REFERENCES customers"}, 1},
+		{"quoted schema", []string{"Archive"},
+			[]string{`CREATE TABLE "Old Orders" (`, "CREATE TABLE public." + publicOrders, "CREATE TABLE sales." + salesOrders},
+			[]string{`"Archive".`}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := s.RenderFull(catalog.RenderOptions{SearchPath: tc.path})
+			for _, c := range tc.contains {
+				if !strings.Contains(got, c) {
+					t.Errorf("missing %q in\n%s", c, got)
+				}
+			}
+			for _, c := range tc.excludes {
+				if strings.Contains(got, c) {
+					t.Errorf("unexpected %q in\n%s", c, got)
+				}
+			}
+			if n := strings.Count(got, "CREATE TABLE orders ("); n != tc.bare {
+				t.Errorf("orders rendered bare %d times, want %d", n, tc.bare)
+			}
+		})
+	}
+
+	// Unqualified selection names and example keys resolve on the path too.
+	ex := map[string][]string{"orders.status": {"bare-key"}, "public.orders.status": {"public-key"}}
+	sel := catalog.Selection{"orders": nil, "Archive.Old Orders": {"status"}}
+	selCases := []struct {
+		name     string
+		path     []string
+		contains []string
+		excludes []string
+	}{
+		{"default path picks public.orders", nil,
+			[]string{"CREATE TABLE " + publicOrders, "status text, -- examples: 'public-key', 'bare-key'",
+				"-- table sales.orders (deal_id, customer_id, status)", `CREATE TABLE "Archive"."Old Orders" (`},
+			[]string{"deal_id integer"}},
+		{"sales path picks sales.orders", []string{"sales", "public"},
+			[]string{"CREATE TABLE " + salesOrders, "status text, -- examples: 'bare-key'",
+				"-- table public.orders (id, customer_id, status, note)"},
+			[]string{"public-key", "  id integer"}},
+	}
+	for _, tc := range selCases {
+		t.Run("soft "+tc.name, func(t *testing.T) {
+			got := s.RenderSoft(sel, catalog.RenderOptions{SearchPath: tc.path, Examples: ex})
+			for _, c := range tc.contains {
+				if !strings.Contains(got, c) {
+					t.Errorf("missing %q in\n%s", c, got)
+				}
+			}
+			for _, c := range tc.excludes {
+				if strings.Contains(got, c) {
+					t.Errorf("unexpected %q in\n%s", c, got)
+				}
+			}
+		})
+	}
+	golden(t, "soft_search_path", s.RenderSoft(sel, catalog.RenderOptions{SearchPath: []string{"sales", "public"}, Examples: ex}))
+}

@@ -85,24 +85,51 @@ func (t *Table) QualifiedName() string {
 	return QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 }
 
-// Table finds a table by "name" or "schema.name" (unquoted spelling). An
-// unqualified name matches the first table with that name in Tables order.
+// Table finds a table by "schema.name" or "name" (unquoted spelling). An
+// unqualified name matches the first table with that name in Tables order,
+// which is the catalog role's search_path order; TableOnPath resolves it
+// for another session's search_path.
 func (s *Schema) Table(name string) *Table {
-	for i := range s.Tables {
-		if s.Tables[i].matches(name) {
-			return &s.Tables[i]
-		}
+	if i := s.lookup(name, nil); i >= 0 {
+		return &s.Tables[i]
 	}
 	return nil
 }
 
-func (t *Table) matches(name string) bool {
-	if sch, n, ok := strings.Cut(name, "."); ok && !strings.Contains(n, ".") {
-		if sch == t.Schema && n == t.Name {
-			return true
+// TableOnPath finds a table by "schema.name" or "name" as a session with
+// searchPath (schema names in order, as current_schemas(false) returns
+// them) would: an unqualified name is the table in the first path schema
+// that has it. A name found on no path schema falls back to Table's rule.
+func (s *Schema) TableOnPath(name string, searchPath []string) *Table {
+	if i := s.lookup(name, searchPath); i >= 0 {
+		return &s.Tables[i]
+	}
+	return nil
+}
+
+// lookup returns the index of the table name denotes, or -1. A qualified
+// match wins over a table whose own name contains the dot.
+func (s *Schema) lookup(name string, searchPath []string) int {
+	for i := range s.Tables {
+		if t := &s.Tables[i]; len(name) == len(t.Schema)+1+len(t.Name) &&
+			strings.HasPrefix(name, t.Schema) && name[len(t.Schema)] == '.' && strings.HasSuffix(name, t.Name) {
+			return i
 		}
 	}
-	return name == t.Name
+	best, bestPos := -1, len(searchPath)
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Name != name {
+			continue
+		}
+		if best < 0 {
+			best = i // Tables order when no path schema has it
+		}
+		if pos := slices.Index(searchPath, t.Schema); pos >= 0 && pos < bestPos {
+			best, bestPos = i, pos
+		}
+	}
+	return best
 }
 
 // Column finds a column by name.

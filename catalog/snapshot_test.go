@@ -15,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
 func buildSample(t *testing.T) *catalog.Snapshot {
@@ -151,7 +152,8 @@ func TestSaveSnapshotFailureKeepsOldFile(t *testing.T) {
 
 func TestBuildExamplesFollowValueIndex(t *testing.T) {
 	ctx := context.Background()
-	newDB(t, "examples", `
+	dbName := pgtest.UniqueName(t, "examples")
+	newDB(t, dbName, `
 CREATE TABLE accounts (id int PRIMARY KEY, password text, email text, plan text);
 INSERT INTO accounts SELECT g, 'hunter' || (g % 3), 'u' || (g % 4) || '@x.example', (ARRAY['free','pro','team'])[1 + g % 3]
 FROM generate_series(1, 300) g;
@@ -159,7 +161,7 @@ ANALYZE accounts;
 CREATE TABLE visits (city text);
 INSERT INTO visits SELECT (ARRAY['Paris','Paris','Berlin','Rome'])[1 + g % 4] FROM generate_series(1, 100) g;
 `)
-	conn, err := env.cluster(t).Connect(ctx, "examples")
+	conn, err := env.cluster(t).Connect(ctx, dbName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +173,7 @@ INSERT INTO visits SELECT (ARRAY['Paris','Paris','Berlin','Rome'])[1 + g % 4] FR
 	if st := mustColumn(t, raw, "accounts", "password").Stats; st == nil || len(st.Examples) == 0 {
 		t.Fatal("precondition: pg_stats has password examples")
 	}
-	snap, err := catalog.Build(ctx, conn, "examples", catalog.BuildOptions{})
+	snap, err := catalog.Build(ctx, conn, dbName, catalog.BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

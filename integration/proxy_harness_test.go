@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type proxyOptions struct {
 	// UpstreamRoots verifies the upstream's certificate in the verify modes.
 	UpstreamRoots  *x509.CertPool
 	MaxMessageSize int
+	// UnixSocket also serves on a Unix socket (proxyHandle.SocketDir/SocketPort).
+	UnixSocket bool
 	// Verbose logs the proxy through the test log (noisy; for debugging).
 	Verbose bool
 }
@@ -37,7 +40,11 @@ const viaProxy = true
 
 type proxyHandle struct {
 	Addr string
-	srv  *proxy.Server
+	// SocketDir and SocketPort locate the Unix socket (host=SocketDir
+	// port=SocketPort) when proxyOptions.UnixSocket is set.
+	SocketDir  string
+	SocketPort int
+	srv        *proxy.Server
 }
 
 // startProxy serves an in-process proxy in front of c on a loopback port and
@@ -69,8 +76,26 @@ func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	lns := []net.Listener{ln}
+	h := &proxyHandle{Addr: ln.Addr().String(), srv: srv}
+	if opts.UnixSocket {
+		// Short dir: socket paths are limited to ~100 bytes.
+		dir, err := os.MkdirTemp("", "nlpsock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		h.SocketDir, h.SocketPort = dir, ln.Addr().(*net.TCPAddr).Port
+		uln, err := proxy.ListenUnix(dir, h.SocketPort)
+		if err != nil {
+			t.Fatalf("listen unix: %v", err)
+		}
+		lns = append(lns, uln)
+	}
+	done := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { done <- srv.Serve(l) }()
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -78,16 +103,18 @@ func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle
 			t.Logf("proxy shutdown: %v", err)
 			_ = srv.Close()
 		}
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, proxy.ErrServerClosed) {
-				t.Errorf("Serve returned %v", err)
+		for range lns {
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, proxy.ErrServerClosed) {
+					t.Errorf("Serve returned %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("Serve did not return after Shutdown")
 			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Serve did not return after Shutdown")
 		}
 	})
-	return &proxyHandle{Addr: ln.Addr().String(), srv: srv}
+	return h
 }
 
 // startProxyUpstreamTLS fronts a TLS cluster, verifying its certificate.

@@ -1,11 +1,14 @@
 // Package proxy is nlproxy's PostgreSQL wire relay.
 //
-// A Server accepts clients, handles the startup phase itself (SSLRequest with
-// optional TLS termination, GSSENCRequest refused, CancelRequest forwarded via
-// a map from proxy-issued BackendKeyData to the real backend key), picks an
-// Upstream by the startup database, and relays authentication end to end
-// (trust, password, md5, SCRAM-SHA-256; SCRAM-SHA-256-PLUS is not offered to
-// clients whose TLS ends at the proxy).
+// A Server accepts clients on TCP or Unix-socket listeners (ListenUnix),
+// handles the startup phase itself (SSLRequest with optional TLS termination,
+// never on a Unix socket; GSSENCRequest refused; CancelRequest forwarded via a
+// map from the client's key — the backend's real PID and a proxy-issued
+// secret — to the backend's real key), picks an Upstream by the startup
+// database, and relays authentication end to end (trust, password, md5,
+// SCRAM-SHA-256; SCRAM-SHA-256-PLUS is not offered to clients whose TLS ends
+// at the proxy). Each session leaves an info-level audit trail (accepted,
+// ready or refused, ended) in the Logger.
 //
 // After ReadyForQuery each session runs two goroutines, one per direction.
 // Messages are framed by their 5-byte header and copied straight from a 64 KiB

@@ -50,7 +50,8 @@ func (s *session) handshake(ctx context.Context) error {
 			if s.clientTLS {
 				return s.fatal("08P01", "nlproxy: SSLRequest on an encrypted connection")
 			}
-			if s.srv.TLSConfig == nil {
+			// Like Postgres, no TLS over a Unix socket: it never leaves the host.
+			if s.srv.TLSConfig == nil || s.local {
 				if err := s.sendClient([]byte{'N'}); err != nil {
 					return err
 				}
@@ -76,7 +77,7 @@ func (s *session) handshake(ctx context.Context) error {
 				return err
 			}
 		case startupCancel:
-			s.srv.cancel(ctx, pkt.PID, pkt.Secret)
+			s.srv.cancel(ctx, s.log, pkt.PID, pkt.Secret)
 			return errQuiet
 		case startupMessage:
 			return s.startup(ctx, deadline, pkt)
@@ -85,7 +86,7 @@ func (s *session) handshake(ctx context.Context) error {
 }
 
 func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPacket) error {
-	if s.srv.RequireTLS && !s.clientTLS {
+	if s.srv.RequireTLS && !s.clientTLS && !s.local {
 		return s.fatal("28000", "nlproxy: this proxy requires TLS (connect with sslmode=require)")
 	}
 	if !s.srv.acquire() {
@@ -107,12 +108,14 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if s.route == nil {
 		return s.fatal("3D000", "nlproxy: no upstream configured for database %q", db)
 	}
-	s.log = s.log.With(zap.String("database", db))
+	s.log = s.log.With(zap.String("user", s.user), zap.String("database", db))
 
+	// Client-facing errors name no host, address or role of the
+	// infrastructure; the log line has the detail.
 	up, err := s.route.dial(ctx)
 	if err != nil {
 		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
-		return s.fatal("08001", "nlproxy: cannot connect to upstream %s: %v", s.route.Address, rootCause(err))
+		return s.fatal("08001", "nlproxy: cannot connect to the database server")
 	}
 	s.mu.Lock()
 	closing := s.closing
@@ -139,11 +142,13 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if s.route.OverrideDatabase != "" {
 		params = append(params, param{"database", s.route.OverrideDatabase})
 	}
-	if _, err := s.uw.Write(encodeStartup(pkt.Version, params)); err != nil {
-		return s.fatal("08006", "nlproxy: upstream write: %v", err)
+	_, err = s.uw.Write(encodeStartup(pkt.Version, params))
+	if err == nil {
+		err = s.uw.Flush()
 	}
-	if err := s.uw.Flush(); err != nil {
-		return s.fatal("08006", "nlproxy: upstream write: %v", err)
+	if err != nil {
+		s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
+		return s.fatal("08006", "nlproxy: lost the connection to the database server during startup")
 	}
 	if err := s.relayAuth(); err != nil {
 		return err
@@ -161,12 +166,16 @@ func (s *session) relayAuth() error {
 	for {
 		typ, body, err := readFrame(s.ur, 0)
 		if err != nil {
-			return s.fatal("08006", "nlproxy: upstream closed the connection during startup: %v", rootCause(err))
+			if s.isClosing() {
+				return errQuiet
+			}
+			s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
+			return s.fatal("08006", "nlproxy: the database server closed the connection during startup")
 		}
 		switch typ {
 		case 'R':
 			if len(body) < 4 {
-				return s.fatal("08P01", "nlproxy: malformed authentication request from upstream")
+				return s.fatal("08P01", "nlproxy: malformed authentication request from the database server")
 			}
 			sub := binary.BigEndian.Uint32(body)
 			if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
@@ -185,21 +194,25 @@ func (s *session) relayAuth() error {
 				return s.fatal("28000", "nlproxy: unsupported authentication method %d", sub)
 			}
 		case 'K':
-			if len(body) < 8 {
-				return s.fatal("08P01", "nlproxy: malformed BackendKeyData from upstream")
+			// Protocol 3.0 secrets are 4 bytes; 3.2 allows up to 256.
+			if len(body) < 8 || len(body) > 4+maxSecretLen {
+				return s.fatal("08P01", "nlproxy: malformed BackendKeyData from the database server")
 			}
-			pid, secret, err := s.srv.registerKey(s, len(body)-4)
+			pid := binary.BigEndian.Uint32(body)
+			secret, err := s.srv.registerKey(s, pid, len(body)-4)
 			if err != nil {
-				return s.fatal("XX000", "nlproxy: cancel key: %v", err)
+				s.log.Error("issuing a cancel key", zap.Error(err))
+				return s.fatal("XX000", "nlproxy: cannot issue a cancel key")
 			}
+			key := cancelKey(pid, secret)
 			s.mu.Lock()
-			s.realPID = binary.BigEndian.Uint32(body)
+			s.realPID = pid
 			s.realSecret = append([]byte(nil), body[4:]...)
-			s.key = cancelKey(pid, secret)
+			s.key = key
 			closing := s.closing
 			s.mu.Unlock()
 			if closing {
-				s.srv.unregisterKey(cancelKey(pid, secret))
+				s.srv.unregisterKey(key)
 				return errQuiet
 			}
 			kb := binary.BigEndian.AppendUint32(nil, pid)
@@ -211,7 +224,7 @@ func (s *session) relayAuth() error {
 			return fmt.Errorf("upstream refused: %w", pgErrorFromBody(body))
 		case 'Z':
 			if len(body) != 1 {
-				return s.fatal("08P01", "nlproxy: malformed ReadyForQuery from upstream")
+				return s.fatal("08P01", "nlproxy: malformed ReadyForQuery from the database server")
 			}
 			s.mu.Lock()
 			s.txStatus = body[0]

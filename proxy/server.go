@@ -60,12 +60,14 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*session]struct{}
-	sessions  int // sessions past startup, counted against MaxConns
-	keys      map[string]*session
-	asks      int
-	asksBy    map[string]int
+	sessions  int                 // sessions past startup, counted against MaxConns
+	keys      map[string]*session // cancelKey(real pid, proxy secret) → session
+	asks      int                 // asks being answered (MaxAsks)
+	asksBy    map[string]int      // … per client host (MaxAsksPerClient)
 	shutdown  bool
 	wg        sync.WaitGroup
+
+	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
 }
 
 func (s *Server) logger() *zap.Logger {
@@ -226,18 +228,21 @@ func (s *Server) release() {
 	s.mu.Unlock()
 }
 
-// registerKey issues the proxy's own BackendKeyData for a session.
-func (s *Server) registerKey(sess *session, secretLen int) (uint32, []byte, error) {
+// registerKey issues the client's BackendKeyData: the backend's real PID (so
+// pg_terminate_backend(PID()) and NOTIFY sender PIDs mean what the client
+// expects) and a secret of the proxy's own, as long as the upstream's. Two
+// upstream servers can hand out the same PID, so the map key is (pid, secret);
+// a colliding secret is drawn again.
+func (s *Server) registerKey(sess *session, pid uint32, secretLen int) ([]byte, error) {
+	rnd := s.keyRand
+	if rnd == nil {
+		rnd = rand.Reader
+	}
 	secret := make([]byte, secretLen)
-	var pidb [4]byte
 	for {
-		if _, err := rand.Read(pidb[:]); err != nil {
-			return 0, nil, err
+		if _, err := io.ReadFull(rnd, secret); err != nil {
+			return nil, fmt.Errorf("cancel secret: %w", err)
 		}
-		if _, err := rand.Read(secret); err != nil {
-			return 0, nil, err
-		}
-		pid := binary.BigEndian.Uint32(pidb[:]) & 0x7fffffff
 		k := cancelKey(pid, secret)
 		s.mu.Lock()
 		if s.keys == nil {
@@ -246,7 +251,7 @@ func (s *Server) registerKey(sess *session, secretLen int) (uint32, []byte, erro
 		if _, dup := s.keys[k]; !dup {
 			s.keys[k] = sess
 			s.mu.Unlock()
-			return pid, secret, nil
+			return secret, nil
 		}
 		s.mu.Unlock()
 	}
@@ -264,24 +269,29 @@ func cancelKey(pid uint32, secret []byte) string {
 	return string(b[:]) + string(secret)
 }
 
-// cancel forwards a client CancelRequest to the upstream backend it names.
-// Unknown keys are ignored silently, as Postgres does.
-func (s *Server) cancel(ctx context.Context, pid uint32, secret []byte) {
+// cancel forwards a client CancelRequest to the upstream backend it names,
+// with that backend's real secret. Unknown keys are ignored silently towards
+// the client, as Postgres does.
+func (s *Server) cancel(ctx context.Context, log *zap.Logger, pid uint32, secret []byte) {
 	s.mu.Lock()
 	sess := s.keys[cancelKey(pid, secret)]
 	s.mu.Unlock()
 	if sess == nil {
-		s.logger().Debug("cancel request for unknown key")
+		log.Info("cancel request for an unknown key ignored", zap.Uint32("backend_pid", pid))
 		return
 	}
 	// During a translation the executor forwards the cancel itself if one of
 	// its queries is running; the client's statement is not upstream yet.
 	if sess.cancelTranslation() {
+		log.Info("cancel request: translation aborted", zap.Uint32("backend_pid", pid))
 		return
 	}
 	if err := sess.cancelUpstream(ctx); err != nil {
-		s.logger().Warn("forwarding cancel request", zap.Error(err))
+		log.Warn("forwarding cancel request", zap.Uint32("backend_pid", pid),
+			zap.String("upstream", sess.route.Address), zap.Error(err))
+		return
 	}
+	log.Info("cancel request forwarded", zap.Uint32("backend_pid", pid))
 }
 
 // sendCancel sends a CancelRequest for (pid, secret) to addr and waits for the

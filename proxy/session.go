@@ -31,11 +31,15 @@ type session struct {
 	log    *zap.Logger
 	maxMsg int
 
-	client    net.Conn // the raw accepted connection
-	cr        *bufio.Reader
-	cw        *bufio.Writer
-	cwMu      sync.Mutex
-	clientTLS bool
+	client     net.Conn // the raw accepted connection (counting its bytes)
+	cr         *bufio.Reader
+	cw         *bufio.Writer
+	cwMu       sync.Mutex
+	clientTLS  bool
+	local      bool   // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
+	clientAddr string // for the audit log; "[local]" on a Unix socket, as Postgres logs it
+	started    time.Time
+	traffic    *countingConn
 
 	route *Upstream
 	ur    *bufio.Reader
@@ -91,23 +95,33 @@ type session struct {
 
 func newSession(srv *Server, conn net.Conn) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &session{
-		srv:      srv,
-		log:      srv.logger().With(zap.String("client", conn.RemoteAddr().String())),
-		maxMsg:   srv.maxMessageSize(),
-		client:   conn,
-		cr:       bufio.NewReaderSize(conn, bufSize),
-		cw:       bufio.NewWriterSize(conn, bufSize),
-		ctx:      ctx,
-		cancel:   cancel,
-		txStatus: 'I',
-		stmts:    map[string]*askStmt{},
-		portals:  map[string]*askPortal{},
+	cc := &countingConn{Conn: conn}
+	local := conn.LocalAddr().Network() == "unix"
+	addr := conn.RemoteAddr().String()
+	if local {
+		addr = "[local]"
 	}
-	if host, _, err := net.SplitHostPort(conn.RemoteAddr().String()); err == nil {
+	s := &session{
+		srv:        srv,
+		log:        srv.logger().With(zap.String("client", addr)),
+		maxMsg:     srv.maxMessageSize(),
+		client:     cc,
+		cr:         bufio.NewReaderSize(cc, bufSize),
+		cw:         bufio.NewWriterSize(cc, bufSize),
+		local:      local,
+		clientAddr: addr,
+		started:    time.Now(),
+		traffic:    cc,
+		ctx:        ctx,
+		cancel:     cancel,
+		txStatus:   'I',
+		stmts:      map[string]*askStmt{},
+		portals:    map[string]*askPortal{},
+	}
+	// The per-client limit on asks counts by host; a Unix socket is one host.
+	s.clientHost = addr
+	if host, _, err := net.SplitHostPort(addr); err == nil {
 		s.clientHost = host
-	} else {
-		s.clientHost = conn.RemoteAddr().String() // a Unix socket: one client host
 	}
 	s.cond = sync.NewCond(&s.mu)
 	return s
@@ -115,16 +129,16 @@ func newSession(srv *Server, conn net.Conn) *session {
 
 func (s *session) run() {
 	defer s.close()
+	s.log.Info("connection accepted")
 	hctx, cancel := context.WithTimeout(s.ctx, s.srv.handshakeTimeout())
 	err := s.handshake(hctx)
 	cancel()
 	if err != nil {
-		if !errors.Is(err, errQuiet) {
-			s.log.Debug("handshake failed", zap.Error(err))
-		}
+		s.auditStartupFailure(err)
 		return
 	}
-	s.log.Debug("session ready", zap.String("user", s.user), zap.String("upstream", s.route.Address))
+	s.auditReady()
+	defer s.auditEnd()
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)

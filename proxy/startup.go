@@ -14,6 +14,8 @@ const (
 	protoMajor3 = 3
 	// maxStartupLen is Postgres's MAX_STARTUP_PACKET_LENGTH.
 	maxStartupLen = 10000
+	// maxSecretLen is the longest cancel secret protocol 3.2 allows.
+	maxSecretLen = 256
 )
 
 // ErrProtocol marks a malformed or unsupported client message.
@@ -70,7 +72,7 @@ func parseStartup(body []byte) (startupPacket, error) {
 		}
 		return startupPacket{Kind: startupGSSENC}, nil
 	case codeCancel:
-		if len(rest) < 8 || len(rest) > 4+256 {
+		if len(rest) < 8 || len(rest) > 4+maxSecretLen {
 			return startupPacket{}, fmt.Errorf("%w: bad CancelRequest length", ErrProtocol)
 		}
 		return startupPacket{

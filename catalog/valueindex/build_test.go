@@ -57,8 +57,11 @@ INSERT INTO "Sales Dept"."Weird ""Table""" ("City Name")
 SELECT c FROM (VALUES ('Boston', 50), ('Chicago', 40), ('Denver', 30), ('Austin', 20)) v(c, n), generate_series(1, n);
 CREATE TABLE big (label text);
 INSERT INTO big SELECT 'label ' || i FROM generate_series(1, 20000) i;
-CREATE VIEW slow AS SELECT label FROM big, pg_sleep(0.5) LIMIT 10;
 CREATE VIEW bigview AS SELECT label FROM big;
+CREATE TABLE locked (label text);
+INSERT INTO locked VALUES ('never read');
+CREATE TABLE tiny (label text);
+INSERT INTO tiny VALUES ('alpha'), ('beta'), ('gamma');
 CREATE TABLE audit (x int);
 CREATE FUNCTION touch() RETURNS text LANGUAGE plpgsql AS $$ BEGIN INSERT INTO audit VALUES (1); RETURN 'x'; END $$;
 CREATE VIEW writer AS SELECT touch() AS w;
@@ -70,19 +73,7 @@ func buildFixture(t *testing.T) (*pgx.Conn, []Column) {
 	if testCluster == nil {
 		t.Skip("no postgres")
 	}
-	ctx := context.Background()
-	db := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	if err := testCluster.CreateDatabase(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if err := testCluster.Exec(ctx, db, buildSchema); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := testCluster.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	conn := fixtureDB(t)
 	const sch, tbl = "Sales Dept", `Weird "Table"`
 	col := func(name, typ string) Column {
 		return Column{Schema: sch, Table: tbl, Name: name, Type: typ, RowEstimate: 440}
@@ -103,6 +94,32 @@ func buildFixture(t *testing.T) (*pgx.Conn, []Column) {
 		col("secret_sauce", "text"),
 		remark,
 	}
+}
+
+// fixtureDB creates a database with buildSchema, named uniquely so -count=N
+// and reruns against the package's one cluster never collide, and drops it
+// when the test ends.
+func fixtureDB(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	db := pgtest.UniqueName(t, t.Name())
+	if err := testCluster.CreateDatabase(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testCluster.Exec(context.Background(), "postgres", "DROP DATABASE "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", db, err)
+		}
+	})
+	if err := testCluster.Exec(ctx, db, buildSchema); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := testCluster.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
 
 func statsByColumn(ix *Index) map[string]ColumnStat {
@@ -180,24 +197,66 @@ func TestBuildSkipRulesAndCaps(t *testing.T) {
 	}
 }
 
-func TestBuildSampleAndTimeout(t *testing.T) {
+// TestBuildTimeout: a column whose read cannot finish (its table is locked
+// by the test until Build returns) is skipped for the statement timeout, and
+// the transaction stays usable for the columns after it.
+func TestBuildTimeout(t *testing.T) {
+	conn, _ := buildFixture(t)
+	ctx := context.Background()
+	holder, err := testCluster.Connect(ctx, conn.Config().Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	lock, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE locked IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	cols := []Column{
+		{Schema: "public", Table: "locked", Name: "label", Type: "text", RowEstimate: 1},
+		{Schema: "public", Table: "tiny", Name: "label", Type: "text", RowEstimate: 3},
+	}
+	// The timeout bounds only the blocked read; the tiny read after it has a
+	// full second for three rows.
+	const timeout = time.Second
+	start := time.Now()
+	ix, err := Build(ctx, conn, cols, Options{StatementTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < timeout {
+		t.Errorf("Build returned after %v, before the %v statement timeout could fire", d, timeout)
+	}
+	st := statsByColumn(ix)
+	if s := st["locked.label"]; s.Skipped != SkipTimeout || s.Values != 0 {
+		t.Errorf("locked: %+v, want skipped for the statement timeout", s)
+	}
+	if s := st["tiny.label"]; s.Skipped != "" || s.Values != 3 {
+		t.Errorf("tiny: %+v, want its 3 values after the timed-out column", s)
+	}
+	if ms := ix.Closest(ctx, "tiny", "label", "beta", 1); len(ms) != 1 || ms[0].Value != "beta" {
+		t.Errorf("tiny lookup %+v", ms)
+	}
+}
+
+// TestBuildSample: a table above SampleThreshold is read with TABLESAMPLE; a
+// view, which cannot be sampled, is read whole.
+func TestBuildSample(t *testing.T) {
 	conn, _ := buildFixture(t)
 	ctx := context.Background()
 	cols := []Column{
-		{Schema: "public", Table: "slow", Name: "label", Type: "text", RowEstimate: 10},
 		{Schema: "public", Table: "big", Name: "label", Type: "text", RowEstimate: 20000},
 		{Schema: "public", Table: "bigview", Name: "label", Type: "text", RowEstimate: 20000},
 	}
-	ix, err := Build(ctx, conn, cols, Options{
-		MaxValuesPerColumn: 100000, SampleThreshold: 1000, SampleRows: 2000, StatementTimeout: 150 * time.Millisecond,
-	})
+	ix, err := Build(ctx, conn, cols, Options{MaxValuesPerColumn: 100000, SampleThreshold: 1000, SampleRows: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := statsByColumn(ix)
-	if s := st["slow.label"]; s.Skipped != SkipTimeout {
-		t.Errorf("slow view: %+v, want skipped for timeout", s)
-	}
 	big := st["big.label"]
 	if !big.Sampled || big.Values == 0 || big.Values >= 20000 || big.Skipped != "" {
 		t.Errorf("big: %+v, want a sample of the 20000 values", big)
@@ -206,7 +265,6 @@ func TestBuildSampleAndTimeout(t *testing.T) {
 	if s := st["bigview.label"]; s.Sampled || s.Values != 20000 {
 		t.Errorf("bigview: %+v, want 20000 values unsampled", s)
 	}
-	// The timeout did not poison the transaction for the columns after it.
 	if ms := ix.Closest(ctx, "bigview", "label", "label 1234", 1); len(ms) != 1 || ms[0].Value != "label 1234" {
 		t.Errorf("bigview lookup %+v", ms)
 	}

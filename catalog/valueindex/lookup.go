@@ -161,9 +161,12 @@ func (ix *Index) match(r scored, kw string) Match {
 
 // Closest returns the k stored values of table.column nearest to literal, for
 // correcting a literal in generated SQL. table may be "schema.table" or a bare
-// table name (then any schema matches). Small columns are scanned in full;
-// large ones go through the same candidate paths as Lookup. An initials match
-// ('Los Angeles' ↔ 'LA') scores at least 0.8.
+// table name; a bare name matches that table in every schema, so callers
+// should qualify it when two schemas hold the same table name. Names are
+// compared exactly, case-insensitively only when nothing matches exactly.
+// Small columns are scanned in full; large ones go through the same
+// candidate paths as Lookup. An initials match ('Los Angeles' ↔ 'LA') scores
+// at least 0.8.
 func (ix *Index) Closest(ctx context.Context, table, column, literal string, k int) []Match {
 	if k <= 0 {
 		k = 1
@@ -172,21 +175,15 @@ func (ix *Index) Closest(ctx context.Context, table, column, literal string, k i
 	if n == "" {
 		return nil
 	}
-	schema, tbl, qualified := strings.Cut(table, ".")
-	if !qualified {
-		tbl, schema = table, ""
-	}
+	cols := ix.columnsNamed(table, column)
 	s := ix.getSearcher()
 	defer ix.putSearcher(s)
 	var all []scored
-	for ci, c := range ix.cols {
+	for _, ci := range cols {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !strings.EqualFold(c.Name, column) || !strings.EqualFold(c.Table, tbl) ||
-			(schema != "" && !strings.EqualFold(c.Schema, schema)) {
-			continue
-		}
+		c := &ix.cols[ci]
 		if c.End-c.Start <= 5000 {
 			clear(s.cands)
 			for id := c.Start; id < c.End; id++ {
@@ -205,6 +202,35 @@ func (ix *Index) Closest(ctx context.Context, table, column, literal string, k i
 		out = append(out, ix.match(r, literal))
 	}
 	return out
+}
+
+// columnsNamed returns the columns table.column names, trying in turn: exact
+// "schema.table", exact bare table, then both case-insensitively. Comparing
+// the whole qualified name (not splitting at the first dot) keeps schema and
+// table names that contain dots apart.
+func (ix *Index) columnsNamed(table, column string) []int {
+	exact := func(a, b string) bool { return a == b }
+	for _, eq := range []func(a, b string) bool{exact, strings.EqualFold} {
+		for _, qualified := range []bool{true, false} {
+			var out []int
+			for ci := range ix.cols {
+				c := &ix.cols[ci]
+				if eq(c.Name, column) && ((qualified && qualifiedName(c, table, eq)) || (!qualified && eq(c.Table, table))) {
+					out = append(out, ci)
+				}
+			}
+			if len(out) > 0 {
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// qualifiedName reports whether name is c's "schema.table".
+func qualifiedName(c *colMeta, name string, eq func(a, b string) bool) bool {
+	n := len(c.Schema)
+	return len(name) > n && name[n] == '.' && eq(name[:n], c.Schema) && eq(name[n+1:], c.Table)
 }
 
 func cmpScored(a, b scored) int {

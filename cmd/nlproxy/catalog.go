@@ -50,7 +50,7 @@ type catalogFlags struct {
 
 func (c *catalogFlags) register(set *flag.FlagSet) {
 	set.StringVar(&c.dsn, "dsn", "", "connection URL of the database to catalog (required)")
-	set.StringVar(&c.schemas, "schemas", "", "comma-separated schemas (default: the search path)")
+	set.StringVar(&c.schemas, "schemas", "", "comma-separated schemas (default: every schema the role may use)")
 }
 
 func (c *catalogFlags) introspectOptions() catalog.IntrospectOptions {

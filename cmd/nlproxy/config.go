@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,8 @@ import (
 type Config struct {
 	Listen    string          `yaml:"listen"`
 	Upstreams []UpstreamEntry `yaml:"upstreams"`
+	// UnixSocketDir, when set, also serves on DIR/.s.PGSQL.<listen port>.
+	UnixSocketDir string `yaml:"unix_socket_dir"`
 
 	TLSCert    string `yaml:"tls_cert"`
 	TLSKey     string `yaml:"tls_key"`
@@ -56,6 +59,9 @@ type EngineConfig struct {
 	DataDir      string   `yaml:"data_dir"`
 	RefreshEvery Duration `yaml:"catalog_refresh"`
 	Glossary     string   `yaml:"glossary"`
+	// Schemas narrows the catalog to these schemas; empty: every schema the
+	// catalog role may use.
+	Schemas []string `yaml:"schemas"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -200,6 +206,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(stderr)
 	fs.String("config", path, "YAML configuration file (env NLPROXY_CONFIG)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to accept clients on (env NLPROXY_LISTEN)")
+	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", cfg.UnixSocketDir, "also accept clients on the Unix socket DIR/.s.PGSQL.<listen port>, as Postgres names it (env NLPROXY_UNIX_SOCKET_DIR)")
 	var flagUpstreams []UpstreamEntry
 	fs.Var(upstreamList{&flagUpstreams}, "upstream", "upstream Postgres as a libpq URL/DSN, or database=URL to route that database; repeatable (env NLPROXY_UPSTREAM, space-separated)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate for client TLS (env NLPROXY_TLS_CERT)")
@@ -230,6 +237,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&e.DataDir, "data-dir", e.DataDir, "where catalog snapshots are kept; empty keeps them in memory (env NLPROXY_DATA_DIR)")
 	fs.Var(&e.RefreshEvery, "catalog-refresh", "how often the catalog re-checks the schema; DDL seen by the proxy also triggers it; 0 = only on DDL (env NLPROXY_CATALOG_REFRESH)")
 	fs.StringVar(&e.Glossary, "glossary", e.Glossary, "optional YAML glossary of business terms (env NLPROXY_GLOSSARY)")
+	fs.Func("schemas", "comma-separated schemas the catalog covers, spelled as stored; default: every schema the catalog role may use (env NLPROXY_SCHEMAS)",
+		func(s string) error { e.Schemas = splitList(s); return nil })
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -302,6 +311,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		}
 	}
 	str("NLPROXY_LISTEN", &cfg.Listen)
+	str("NLPROXY_UNIX_SOCKET_DIR", &cfg.UnixSocketDir)
 	if v := getenv("NLPROXY_UPSTREAM"); v != "" {
 		var entries []UpstreamEntry
 		for _, f := range strings.Fields(v) {
@@ -343,7 +353,21 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	str("NLPROXY_DATA_DIR", &e.DataDir)
 	duration("NLPROXY_CATALOG_REFRESH", &e.RefreshEvery)
 	str("NLPROXY_GLOSSARY", &e.Glossary)
+	if v := getenv("NLPROXY_SCHEMAS"); v != "" {
+		e.Schemas = splitList(v)
+	}
 	return firstErr
+}
+
+// splitList splits "a, b,c" into its non-empty, trimmed items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (c Config) validate() error {
@@ -395,6 +419,9 @@ func (c Config) validate() error {
 		}
 		if c.Engine.NumCtx < 512 {
 			errs = append(errs, fmt.Errorf("num-ctx %d is too small (at least 512)", c.Engine.NumCtx))
+		}
+		if slices.Contains(c.Engine.Schemas, "") {
+			errs = append(errs, errors.New("schemas: empty schema name"))
 		}
 	}
 	return errors.Join(errs...)

@@ -61,6 +61,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		Logger:          logger.Named("catalog"),
 		RefreshInterval: time.Duration(ec.RefreshEvery),
 	}
+	mgr.IntrospectOptions.Schemas = ec.Schemas // empty: every schema the catalog role may use
 	if ec.EmbedModel != "" {
 		emb := client.Embedder(ec.EmbedModel)
 		mgr.DescOptions = descindex.Options{Embedder: emb}

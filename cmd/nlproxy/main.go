@@ -97,17 +97,36 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	var extra []net.Listener
+	if cfg.UnixSocketDir != "" {
+		// Same name as Postgres's socket for this port, so `psql -h DIR -p PORT` finds it.
+		uln, err := proxy.ListenUnix(cfg.UnixSocketDir, ln.Addr().(*net.TCPAddr).Port)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("unix socket: %w", err)
+		}
+		defer uln.Close() // removes socket and lock file on every exit path
+		extra = append(extra, uln)
+		logger.Info("nlproxy listening on a unix socket", zap.String("path", uln.Addr().String()))
+	}
 	logger.Info("nlproxy listening", zap.String("addr", ln.Addr().String()),
 		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", version))
-	return serveUntilDone(ctx, srv, ln, time.Duration(cfg.ShutdownTimeout), logger)
+	return serveUntilDone(ctx, srv, ln, time.Duration(cfg.ShutdownTimeout), logger, extra...)
 }
 
-// serveUntilDone serves until ctx ends, then drains for at most drain.
-func serveUntilDone(ctx context.Context, srv *proxy.Server, ln net.Listener, drain time.Duration, logger *zap.Logger) error {
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+// serveUntilDone serves on ln (and extra) until ctx ends, then drains for at most drain.
+func serveUntilDone(ctx context.Context, srv *proxy.Server, ln net.Listener, drain time.Duration, logger *zap.Logger, extra ...net.Listener) error {
+	lns := append([]net.Listener{ln}, extra...)
+	errc := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { errc <- srv.Serve(l) }()
+	}
 	select {
 	case err := <-errc:
+		_ = srv.Close() // one listener failed: stop the others too
+		for range lns[1:] {
+			<-errc
+		}
 		return err
 	case <-ctx.Done():
 	}
@@ -117,10 +136,13 @@ func serveUntilDone(ctx context.Context, srv *proxy.Server, ln net.Listener, dra
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("drain incomplete; remaining sessions closed", zap.Error(err))
 	}
-	if err := <-errc; err != nil && !errors.Is(err, proxy.ErrServerClosed) {
-		return err
+	var firstErr error
+	for range lns {
+		if err := <-errc; err != nil && !errors.Is(err, proxy.ErrServerClosed) && firstErr == nil {
+			firstErr = err
+		}
 	}
-	return nil
+	return firstErr
 }
 
 func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {

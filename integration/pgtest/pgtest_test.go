@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,5 +31,21 @@ func TestClusterAuthMethods(t *testing.T) {
 				t.Fatalf("wrong password accepted under %s", method)
 			}
 		})
+	}
+}
+
+func TestUniqueName(t *testing.T) {
+	seen := map[string]bool{}
+	for _, prefix := range []string{"db", "TestBuild/Sample And Timeout", strings.Repeat("x", 80)} {
+		for range 3 {
+			n := pgtest.UniqueName(t, prefix)
+			if seen[n] {
+				t.Fatalf("UniqueName(%q) repeated %q", prefix, n)
+			}
+			seen[n] = true
+			if len(n) > 63 || strings.Trim(n, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+				t.Fatalf("UniqueName(%q) = %q: not a plain identifier of at most 63 bytes", prefix, n)
+			}
+		}
 	}
 }
