@@ -23,8 +23,13 @@ const maxSelectedTables = 8
 func (e *Engine) selectSchema(a *ask) {
 	st := a.trace.begin("schema")
 	defer a.trace.end(st)
-	examples := valueExamples(a.values)
-	full := a.schema0.RenderFull(catalog.RenderOptions{Examples: examples})
+	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
+	if a.sess != nil {
+		// Names outside the asker's search_path are shown qualified, so the
+		// model writes SQL that resolves in this session.
+		opts.SearchPath = a.sess.searchPath
+	}
+	full := a.schema0.RenderFull(opts)
 	if prompts.EstimateTokens(full) <= e.SchemaMaxTokens {
 		a.schema = full
 		st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), prompts.EstimateTokens(full))
@@ -37,7 +42,7 @@ func (e *Engine) selectSchema(a *ask) {
 		if len(chosen) == maxSelectedTables {
 			break
 		}
-		try := a.schema0.RenderSelected(selectionOf(append(chosen, name)), catalog.RenderOptions{Examples: examples})
+		try := a.schema0.RenderSelected(selectionOf(append(chosen, name)), opts)
 		if prompts.EstimateTokens(try) > e.SchemaMaxTokens && len(chosen) > 0 {
 			continue
 		}
