@@ -37,13 +37,14 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 		if lit.Op != "=" && lit.Op != "<>" && lit.Op != "IN" && lit.Op != "NOT IN" {
 			continue
 		}
-		for _, t := range literalTables(a.schema0, checked.Tables, lit) {
-			if a.secured(t) {
+		for _, r := range literalTables(a.schema0, checked.Tables, lit) {
+			table := a.resolve(r)
+			if a.sess != nil && a.sess.secured[table] {
 				// Row-level security decides what the role sees; the value
 				// index, read by the catalog role, must not say what exists.
 				break
 			}
-			matches := a.snap.Values.Closest(ctx, t.Name, lit.Column, lit.Value, 1)
+			matches := a.snap.Values.Closest(ctx, table, lit.Column, lit.Value, 1)
 			if len(matches) == 0 {
 				continue // column not indexed (numeric, skipped, sensitive) or empty
 			}
@@ -53,7 +54,7 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 			}
 			if best.Score >= minLiteralScore {
 				reps = append(reps, guard.Replacement{Literal: lit, Value: best.Value})
-				notes = append(notes, fmt.Sprintf("%s.%s: '%s' → '%s' (%.2f)", t.Name, lit.Column, lit.Value, best.Value, best.Score))
+				notes = append(notes, fmt.Sprintf("%s.%s: '%s' → '%s' (%.2f)", table, lit.Column, lit.Value, best.Value, best.Score))
 			}
 			break
 		}
@@ -86,19 +87,19 @@ func literalTables(schema *catalog.Schema, refs []guard.TableRef, lit guard.Lite
 	return out
 }
 
-// secured reports whether the referenced table is one whose rows the asking
-// role sees only through row-level security.
-func (a *ask) secured(r guard.TableRef) bool {
-	if a.sess == nil || len(a.sess.secured) == 0 {
-		return false
-	}
+// resolve names the catalog table a reference reads ("schema.table"), as the
+// asking session's search_path finds it; unknown references keep their name.
+func (a *ask) resolve(r guard.TableRef) string {
+	name := r.Name
 	if r.Schema != "" {
-		return a.sess.secured[r.Schema+"."+r.Name]
+		name = r.Schema + "." + r.Name
 	}
-	for k := range a.sess.secured {
-		if strings.HasSuffix(k, "."+r.Name) {
-			return true // unqualified: any schema's table of that name counts
-		}
+	var path []string
+	if a.sess != nil {
+		path = a.sess.searchPath
 	}
-	return false
+	if t := a.schema0.TableOnPath(name, path); t != nil {
+		return t.Schema + "." + t.Name
+	}
+	return name
 }
