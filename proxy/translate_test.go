@@ -206,7 +206,9 @@ func TestTranslationReadOnlyFinalRun(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	pc := c.PgConn()
-	if _, err := pc.Exec(ctx, "CREATE SEQUENCE IF NOT EXISTS proxy_ro_seq").ReadAll(); err != nil {
+	// Fresh each run: the cluster is shared by the package and -count=N
+	// repeats this test against it.
+	if _, err := pc.Exec(ctx, "DROP SEQUENCE IF EXISTS proxy_ro_seq; CREATE SEQUENCE proxy_ro_seq").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 
