@@ -1,6 +1,11 @@
 # nlproxy — see README.md.
 GO       ?= go
 BIN      := bin/nlproxy
+# Stamped into the binary (nlproxy version); outside a git checkout, or
+# without git, they fall back to what the Go toolchain recorded, else dev/unknown.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # The full suite on a 2-core machine: race detector on, generous timeout.
 TESTFLAGS ?= -race -count=1 -timeout 40m
 FUZZTIME ?= 10s
@@ -10,9 +15,10 @@ FUZZTIME ?= 10s
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/nlproxy
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nlproxy
 
-# A throwaway demo Postgres with sample data and the proxy in front.
+# A throwaway demo Postgres with sample data and the proxy in front. Ctrl-C,
+# SIGTERM, SIGHUP or closing its stdout (| head, a closed tee) removes it.
 run: build
 	./$(BIN) demo
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -17,16 +18,20 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 )
 
-const catalogUsage = `usage:
+const catalogUsage = `Usage:
   nlproxy catalog build  --dsn URL [--data-dir D] [--schemas a,b] [--skip-values]
   nlproxy catalog show   --dsn URL [--format ddl|json] [--table t[,t2]] [--schemas a,b]
   nlproxy catalog lookup --dsn URL [--data-dir D] [--limit N] keyword...
+
+build saves a snapshot where 'nlproxy serve' looks for it (--data-dir, default
+$NLPROXY_DATA_DIR or the user cache directory); lookup reads it, or builds one
+in memory. Run 'nlproxy catalog <subcommand> --help' for its flags.
 `
 
 // runCatalog implements `nlproxy catalog SUBCOMMAND`.
 func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("missing subcommand\n%s", catalogUsage)
+		return usageErrorf("catalog needs a subcommand: build, show or lookup")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -40,7 +45,7 @@ func runCatalog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stdout, catalogUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown catalog subcommand %q\n%s", sub, catalogUsage)
+	return usageErrorf("unknown catalog subcommand %q (want build, show or lookup)", sub)
 }
 
 // catalogFlags are the flags every subcommand shares.
@@ -74,19 +79,34 @@ func (c *catalogFlags) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-func parseFlags(set *flag.FlagSet, args []string, stderr io.Writer) error {
-	set.SetOutput(stderr)
-	return set.Parse(args)
+// parseFlags parses a catalog subcommand's flags; --help prints them, and
+// the environment variables the subcommand reads, to stdout.
+func parseFlags(set *flag.FlagSet, args []string, stdout, stderr io.Writer, synopsis string, env ...string) error {
+	set.SetOutput(helpOutput(args, stdout, stderr))
+	set.Usage = func() { printFlagUsage(set, args, synopsis, env, libpqEnvNote) }
+	return flagError(set.Parse(args))
+}
+
+// catalogDataDir is where snapshots live unless --data-dir says otherwise:
+// the same default `nlproxy serve` uses, so what build writes serve loads.
+func catalogDataDir(getenv func(string) string) string {
+	if d := getenv("NLPROXY_DATA_DIR"); d != "" {
+		return d
+	}
+	return defaultDataDir()
 }
 
 func catalogBuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	set := flag.NewFlagSet("catalog build", flag.ContinueOnError)
 	var cf catalogFlags
 	cf.register(set)
-	dataDir := set.String("data-dir", "data", "directory holding catalog snapshots")
+	dataDir := set.String("data-dir", catalogDataDir(os.Getenv), "directory holding catalog snapshots, the one serve reads (env NLPROXY_DATA_DIR)")
 	skipValues := set.Bool("skip-values", false, "do not build the value index")
-	if err := parseFlags(set, args, stderr); err != nil {
+	if err := parseFlags(set, args, stdout, stderr, "nlproxy catalog build --dsn URL [flags]", "NLPROXY_DATA_DIR"); err != nil {
 		return err
+	}
+	if *dataDir == "" {
+		return errors.New("no data directory: pass --data-dir or set NLPROXY_DATA_DIR (no user cache directory to default to)")
 	}
 	conn, err := cf.connect(ctx)
 	if err != nil {
@@ -126,7 +146,7 @@ func catalogShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cf.register(set)
 	format := set.String("format", "ddl", "output format: ddl or json")
 	tables := set.String("table", "", "comma-separated tables to show (default: all)")
-	if err := parseFlags(set, args, stderr); err != nil {
+	if err := parseFlags(set, args, stdout, stderr, "nlproxy catalog show --dsn URL [flags]"); err != nil {
 		return err
 	}
 	if *format != "ddl" && *format != "json" {
@@ -176,9 +196,9 @@ func catalogLookup(ctx context.Context, args []string, stdout, stderr io.Writer)
 	set := flag.NewFlagSet("catalog lookup", flag.ContinueOnError)
 	var cf catalogFlags
 	cf.register(set)
-	dataDir := set.String("data-dir", "data", "directory holding catalog snapshots (built in memory when absent)")
+	dataDir := set.String("data-dir", catalogDataDir(os.Getenv), "directory holding catalog snapshots, the one serve reads; without a snapshot there, one is built in memory (env NLPROXY_DATA_DIR)")
 	limit := set.Int("limit", 10, "matches per keyword")
-	if err := parseFlags(set, args, stderr); err != nil {
+	if err := parseFlags(set, args, stdout, stderr, "nlproxy catalog lookup --dsn URL [flags] keyword...", "NLPROXY_DATA_DIR"); err != nil {
 		return err
 	}
 	keywords := set.Args()
@@ -191,7 +211,11 @@ func catalogLookup(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	db := conn.Config().Database
-	snap, err := catalog.LoadSnapshot(*dataDir, db, descindex.Options{})
+	var snap *catalog.Snapshot
+	err = fs.ErrNotExist // no directory: build in memory, quietly
+	if *dataDir != "" {
+		snap, err = catalog.LoadSnapshot(*dataDir, db, descindex.Options{})
+	}
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(stderr, "snapshot unusable (%v), building in memory\n", err)

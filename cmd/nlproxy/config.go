@@ -204,6 +204,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 
 	fs := flag.NewFlagSet("nlproxy serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { serveUsage(fs, args) }
 	fs.String("config", path, "YAML configuration file (env NLPROXY_CONFIG)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address to accept clients on (env NLPROXY_LISTEN)")
 	fs.StringVar(&cfg.UnixSocketDir, "unix-socket-dir", cfg.UnixSocketDir, "also accept clients on the Unix socket DIR/.s.PGSQL.<listen port>, as Postgres names it (env NLPROXY_UNIX_SOCKET_DIR)")
@@ -240,10 +241,10 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Func("schemas", "comma-separated schemas the catalog covers, spelled as stored; default: every schema the catalog role may use (env NLPROXY_SCHEMAS)",
 		func(s string) error { e.Schemas = splitList(s); return nil })
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		return cfg, flagError(err)
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return cfg, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if len(flagUpstreams) > 0 {
 		cfg.Upstreams = flagUpstreams

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/catalog"
@@ -108,43 +107,4 @@ func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 		return
 	}
 	logger.Info("ollama ready", zap.String("ollama", p.llm.BaseURL()))
-}
-
-// catalogConnector opens catalog connections to the upstream that serves a
-// database, with the catalog role's credentials when --catalog-dsn gives them.
-func catalogConnector(cfg Config) (func(ctx context.Context, database string) (*pgx.Conn, error), error) {
-	var creds *pgx.ConnConfig
-	if cfg.Engine.CatalogDSN != "" {
-		c, err := pgx.ParseConfig(cfg.Engine.CatalogDSN)
-		if err != nil {
-			return nil, fmt.Errorf("catalog-dsn: %w", err)
-		}
-		creds = c
-	}
-	routes := map[string]*pgx.ConnConfig{}
-	for _, u := range cfg.Upstreams {
-		c, err := pgx.ParseConfig(u.URL)
-		if err != nil {
-			return nil, fmt.Errorf("upstream %q: %w", formatUpstream(u), err)
-		}
-		routes[u.Database] = c
-	}
-	return func(ctx context.Context, database string) (*pgx.Conn, error) {
-		base, routed := routes[database]
-		if !routed {
-			base = routes[""]
-		}
-		if base == nil {
-			return nil, fmt.Errorf("no upstream serves database %q", database)
-		}
-		c := base.Copy()
-		if !routed {
-			c.Database = database // the default route passes the database name through
-		}
-		if creds != nil {
-			c.User, c.Password = creds.User, creds.Password
-		}
-		c.RuntimeParams["application_name"] = "nlproxy-catalog"
-		return pgx.ConnectConfig(ctx, c)
-	}, nil
 }

@@ -4,19 +4,21 @@
 //	nlproxy [serve] [flags]   run the proxy (default)
 //	nlproxy demo              throwaway Postgres with sample data + the proxy
 //	nlproxy catalog ...       build, show and query the schema/value catalog
+//	nlproxy version           version and commit
+//	nlproxy help [command]    the commands, or one command's flags and environment
 package main
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,52 +28,71 @@ import (
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "nlproxy:", err)
-		}
-		os.Exit(1)
-	}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	fmt.Fprint(os.Stderr, reportError(err))
+	os.Exit(exitCode(err))
 }
 
+// run dispatches a command line; exitCode(err) is the process's exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isTopLevelFlag(args[0])) {
+		return runServe(ctx, args, stdout, stderr) // `nlproxy --listen …` is serve
 	}
+	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "serve":
-		return runServe(ctx, args, stderr)
+		return runServe(ctx, args, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
 	case "catalog":
 		return runCatalog(ctx, args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "nlproxy", version)
+	case "version", "-version", "--version":
+		if len(args) > 0 && !helpRequested(args) {
+			return usageErrorf("version takes no arguments, got %q", args[0])
+		}
+		fmt.Fprintln(stdout, versionLine())
 		return nil
-	case "help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	case "help", "-h", "-help", "--help":
+		if len(args) == 0 || cmd != "help" {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		switch args[0] {
+		case "serve", "demo":
+			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
+		case "catalog":
+			sub := []string{"--help"}
+			if len(args) > 1 {
+				sub = []string{args[1], "--help"}
+			}
+			return runCatalog(ctx, sub, stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, "Usage:\n  nlproxy version    (or nlproxy --version)")
+			return nil
+		case "help":
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		return usageErrorf("unknown command %q", args[0])
 	default:
-		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+		return usageErrorf("unknown command %q", cmd)
 	}
 }
 
-const usage = `usage:
-  nlproxy [serve] [flags]    run the proxy (nlproxy serve -h lists the flags)
-  nlproxy demo [flags]       throwaway Postgres with a sample database, proxy in front
-  nlproxy catalog build|show|lookup [flags]
-  nlproxy version
-`
+// isTopLevelFlag: the flags that are nlproxy's own, not serve's.
+func isTopLevelFlag(a string) bool {
+	switch a {
+	case "-h", "-help", "--help", "-version", "--version":
+		return true
+	}
+	return false
+}
 
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	cfg, err := loadConfig(args, os.Getenv, stderr)
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(args, os.Getenv, helpOutput(args, stdout, stderr))
 	if err != nil {
 		return err
 	}
@@ -91,7 +112,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer parts.Close()
 		parts.attach(srv)
-		go parts.checkModels(ctx, logger)
+		// In the background, once: whether Ollama has the models and, per
+		// upstream, whether the catalog role can connect and read the
+		// schema. Problems are logged with the fix; plain SQL works anyway.
+		var checks sync.WaitGroup
+		checks.Go(func() { parts.checkModels(ctx, logger) })
+		checks.Go(func() { checkCatalogAccess(ctx, cfg, logger.Named("catalog")) })
+		defer checks.Wait()
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -109,8 +136,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		extra = append(extra, uln)
 		logger.Info("nlproxy listening on a unix socket", zap.String("path", uln.Addr().String()))
 	}
+	ver, rev := versionInfo()
 	logger.Info("nlproxy listening", zap.String("addr", ln.Addr().String()),
-		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", version))
+		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", ver), zap.String("commit", rev))
 	return serveUntilDone(ctx, srv, ln, time.Duration(cfg.ShutdownTimeout), logger, extra...)
 }
 

@@ -353,6 +353,11 @@ func (c *Cluster) run(ctx context.Context, bin string, args ...string) ([]byte, 
 	// Own process group: a Ctrl-C meant for the demo or a test run must not
 	// reach the server directly; Stop shuts it down in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// On cancellation kill the whole group: as root the child is runuser,
+	// and killing it alone would leave initdb writing into a directory
+	// that is being removed. (pg_ctl start detaches the postmaster into its
+	// own session; Start's cleanup stops it through pg_ctl.)
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
