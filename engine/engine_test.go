@@ -205,7 +205,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	ctx := context.Background()
 	f.fake.SetRules(
 		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`},
-		fakeollama.Rule{Name: "slow", PromptContains: []string{candidatePrompt, "slowly"}, Reply: sqlReply("SELECT 1"), Delay: 5 * time.Second},
+		fakeollama.Rule{Name: "slow", PromptContains: []string{candidatePrompt, "slowly"}, Reply: sqlReply("SELECT 1"), Delay: 10 * time.Minute}, // forever, for the test
 		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
 	)
 	eng := f.engine(t)
@@ -226,14 +226,11 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	t.Run("ask timeout", func(t *testing.T) {
 		slow := f.engine(t)
 		slow.AskTimeout = 300 * time.Millisecond
-		start := time.Now()
+		// Returning at all shows the timeout: the model never answers.
 		_, err := slow.Translate(ctx, f.request("count stores slowly"))
 		var ee *Error
 		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled {
 			t.Fatalf("err = %v, want %s", err, CodeQueryCanceled)
-		}
-		if took := time.Since(start); took > 3*time.Second {
-			t.Fatalf("timeout took %s", took)
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {

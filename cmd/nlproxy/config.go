@@ -62,6 +62,15 @@ type EngineConfig struct {
 	// Schemas narrows the catalog to these schemas; empty: every schema the
 	// catalog role may use.
 	Schemas []string `yaml:"schemas"`
+	// AllowFunctions and DenyFunctions adjust the guard's function rule
+	// ("name" or "schema.name", wildcards); the deny-list wins.
+	AllowFunctions []string `yaml:"allow_functions"`
+	DenyFunctions  []string `yaml:"deny_functions"`
+	// TrialMaxBytes caps the row data a trial run keeps.
+	TrialMaxBytes int `yaml:"trial_max_bytes"`
+	// MaxAsks and MaxAsksPerClient cap questions answered at once.
+	MaxAsks          int `yaml:"max_asks"`
+	MaxAsksPerClient int `yaml:"max_asks_per_client"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -106,16 +115,19 @@ func defaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "console",
 		Engine: EngineConfig{
-			Model:        "qwen2.5-coder:7b",
-			NumCtx:       8192,
-			AskTimeout:   Duration(2 * time.Minute),
-			CallTimeout:  Duration(90 * time.Second),
-			TrialTimeout: Duration(5 * time.Second),
-			RunTimeout:   Duration(time.Minute),
-			CacheTTL:     Duration(10 * time.Minute),
-			CacheSize:    1000,
-			DataDir:      defaultDataDir(),
-			RefreshEvery: Duration(10 * time.Minute),
+			Model:            "qwen2.5-coder:7b",
+			NumCtx:           8192,
+			AskTimeout:       Duration(2 * time.Minute),
+			CallTimeout:      Duration(90 * time.Second),
+			TrialTimeout:     Duration(5 * time.Second),
+			TrialMaxBytes:    1 << 20,
+			MaxAsks:          32,
+			MaxAsksPerClient: 4,
+			RunTimeout:       Duration(time.Minute),
+			CacheTTL:         Duration(10 * time.Minute),
+			CacheSize:        1000,
+			DataDir:          defaultDataDir(),
+			RefreshEvery:     Duration(10 * time.Minute),
 		},
 	}
 }
@@ -231,7 +243,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Var(&e.AskTimeout, "ask-timeout", "time allowed for translating one question (env NLPROXY_ASK_TIMEOUT)")
 	fs.Var(&e.CallTimeout, "llm-call-timeout", "time allowed for one model call (env NLPROXY_LLM_CALL_TIMEOUT)")
 	fs.Var(&e.TrialTimeout, "trial-timeout", "statement_timeout of the engine's trial runs (env NLPROXY_TRIAL_TIMEOUT)")
-	fs.Var(&e.RunTimeout, "ask-statement-timeout", "statement_timeout of the generated query's final run; 0 = none (env NLPROXY_ASK_STATEMENT_TIMEOUT)")
+	fs.Var(&e.RunTimeout, "ask-statement-timeout", "statement_timeout of each run of a generated query; 0 = 1m, never unbounded (env NLPROXY_ASK_STATEMENT_TIMEOUT)")
 	fs.Var(&e.CacheTTL, "cache-ttl", "how long a translation is reused for the same question, role and schema; 0 disables (env NLPROXY_CACHE_TTL)")
 	fs.IntVar(&e.CacheSize, "cache-size", e.CacheSize, "translations kept in the cache (env NLPROXY_CACHE_SIZE)")
 	fs.StringVar(&e.CatalogDSN, "catalog-dsn", e.CatalogDSN, "credentials (user, password) the catalog reads schemas and values with; default: the upstream URL's (env NLPROXY_CATALOG_DSN)")
@@ -240,6 +252,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&e.Glossary, "glossary", e.Glossary, "optional YAML glossary of business terms (env NLPROXY_GLOSSARY)")
 	fs.Func("schemas", "comma-separated schemas the catalog covers, spelled as stored; default: every schema the catalog role may use (env NLPROXY_SCHEMAS)",
 		func(s string) error { e.Schemas = splitList(s); return nil })
+	fs.Func("allow-function", "comma-separated functions generated SQL may call beyond non-volatile built-ins: name (found through search_path) or schema.name, wildcards allowed; repeatable (env NLPROXY_ALLOW_FUNCTIONS)",
+		func(s string) error { e.AllowFunctions = append(e.AllowFunctions, splitList(s)...); return nil })
+	fs.Func("deny-function", "comma-separated function names generated SQL may never call, in addition to the built-in deny-list; repeatable (env NLPROXY_DENY_FUNCTIONS)",
+		func(s string) error { e.DenyFunctions = append(e.DenyFunctions, splitList(s)...); return nil })
+	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
+	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
+	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
 	}
@@ -357,6 +376,15 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	if v := getenv("NLPROXY_SCHEMAS"); v != "" {
 		e.Schemas = splitList(v)
 	}
+	if v := getenv("NLPROXY_ALLOW_FUNCTIONS"); v != "" {
+		e.AllowFunctions = splitList(v)
+	}
+	if v := getenv("NLPROXY_DENY_FUNCTIONS"); v != "" {
+		e.DenyFunctions = splitList(v)
+	}
+	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
+	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
+	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
 	return firstErr
 }
 

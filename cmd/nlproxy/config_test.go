@@ -37,6 +37,30 @@ log_format: json
 		wantErr string
 	}{
 		{
+			name: "ask limits and function lists",
+			args: []string{"--upstream", "postgres://u@h/d", "--allow-function", "app.score, rank_*", "--allow-function", "f",
+				"--deny-function", "audit_*", "--max-asks", "8", "--trial-max-bytes", "4096"},
+			env: map[string]string{"NLPROXY_MAX_ASKS_PER_CLIENT": "2"},
+			check: func(t *testing.T, c Config) {
+				e := c.Engine
+				if !reflect.DeepEqual(e.AllowFunctions, []string{"app.score", "rank_*", "f"}) || !reflect.DeepEqual(e.DenyFunctions, []string{"audit_*"}) {
+					t.Errorf("function lists: %q %q", e.AllowFunctions, e.DenyFunctions)
+				}
+				if e.MaxAsks != 8 || e.MaxAsksPerClient != 2 || e.TrialMaxBytes != 4096 {
+					t.Errorf("limits: %+v", e)
+				}
+			},
+		},
+		{
+			name: "ask limit defaults",
+			args: []string{"--upstream", "postgres://u@h/d"},
+			check: func(t *testing.T, c Config) {
+				if e := c.Engine; e.MaxAsks != 32 || e.MaxAsksPerClient != 4 || e.TrialMaxBytes != 1<<20 {
+					t.Errorf("defaults: %+v", e)
+				}
+			},
+		},
+		{
 			name: "defaults plus one flag upstream",
 			args: []string{"--upstream", "postgres://u@h:5432/d"},
 			check: func(t *testing.T, c Config) {

@@ -12,6 +12,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -19,6 +20,8 @@ import (
 // engineParts is the engine and what must be closed with it.
 type engineParts struct {
 	translator proxy.Translator
+	maxAsks    int
+	maxPer     int
 	catalogs   *catalog.Manager
 	llm        *llm.OllamaClient
 	llmConfig  llm.Config
@@ -73,21 +76,29 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		mgr.Glossary = docs
 	}
 	eng := &engine.Engine{
-		LLM:          client,
-		Catalogs:     mgr,
-		Cache:        engine.NewCache(ec.CacheSize, time.Duration(ec.CacheTTL)),
-		Logger:       logger.Named("engine"),
-		AskTimeout:   time.Duration(ec.AskTimeout),
-		TrialTimeout: time.Duration(ec.TrialTimeout),
-		NumCtx:       ec.NumCtx,
+		LLM:           client,
+		Catalogs:      mgr,
+		Cache:         engine.NewCache(ec.CacheSize, time.Duration(ec.CacheTTL)),
+		Logger:        logger.Named("engine"),
+		AskTimeout:    time.Duration(ec.AskTimeout),
+		TrialTimeout:  time.Duration(ec.TrialTimeout),
+		TrialMaxBytes: ec.TrialMaxBytes,
+		NumCtx:        ec.NumCtx,
+		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
 	}
-	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)}, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
+	// A malformed pattern would silently allow or deny everything.
+	if _, err := guard.Check("SELECT 1", eng.Guard); err != nil {
+		return nil, fmt.Errorf("function patterns: %w", err)
+	}
+	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)},
+		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
 }
 
 // attach makes srv answer natural-language statements with the engine and
 // refresh the catalog when DDL passes through.
 func (p *engineParts) attach(srv *proxy.Server) {
 	srv.Translator = p.translator
+	srv.MaxAsks, srv.MaxAsksPerClient = p.maxAsks, p.maxPer
 	srv.OnDDL = func(database, tag string) { p.catalogs.Refresh(database) }
 }
 
