@@ -176,11 +176,7 @@ func (s *session) trackedRequest(typ byte, n int) error {
 		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 		s.uw.boundary()
 	case 'X':
-		if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
-			return err
-		}
-		_ = s.uw.Flush()
-		return errQuiet
+		return s.terminate(n)
 	default: // Flush, COPY data: no reply of their own
 		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}

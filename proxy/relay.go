@@ -295,11 +295,7 @@ func (s *session) clientLoop() error {
 			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 			s.uw.boundary()
 		case 'X':
-			if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
-				return err
-			}
-			_ = s.uw.Flush()
-			return errQuiet
+			return s.terminate(n)
 		case 'H', 'd', 'c', 'f': // Flush and COPY data open no batch
 			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 		default:
@@ -310,6 +306,15 @@ func (s *session) clientLoop() error {
 			return err
 		}
 	}
+}
+
+// terminate passes the client's Terminate on and ends the session.
+func (s *session) terminate(n int) error {
+	if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
+		return err
+	}
+	_ = s.uw.Flush()
+	return errQuiet
 }
 
 func (s *session) sent() {

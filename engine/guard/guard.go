@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
@@ -153,6 +154,11 @@ func Check(sql string, opts Options) (*Checked, error) {
 	}
 	if len(sql) > maxLen {
 		return nil, &RejectError{Reason: fmt.Sprintf("SQL is %d bytes, over the %d-byte limit", len(sql), maxLen), Code: CodeProgramLimitExceeded}
+	}
+	if !utf8.ValidString(sql) || strings.IndexByte(sql, 0) >= 0 {
+		// The server would refuse such text; refusing it here keeps what the
+		// guard parses the same as what the server would.
+		return nil, &RejectError{Reason: "SQL is not valid UTF-8 text", Code: "22021"}
 	}
 	tree, err := parse(sql)
 	if err != nil {

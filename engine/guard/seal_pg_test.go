@@ -63,7 +63,7 @@ func (f *lexFixture) results(t testing.TB, settings, sql string) (int, []string)
 	if _, err := f.conn.Exec(ctx, prelude).ReadAll(); err != nil {
 		t.Fatalf("prelude: %v", err)
 	}
-	rs, _ := f.conn.Exec(ctx, sql).ReadAll()
+	rs, err := f.conn.Exec(ctx, sql).ReadAll()
 	var out []string
 	for _, r := range rs {
 		if r.Err != nil {
@@ -72,7 +72,13 @@ func (f *lexFixture) results(t testing.TB, settings, sql string) (int, []string)
 		}
 		out = append(out, r.CommandTag.String()+fmt.Sprint(r.Rows))
 	}
-	return len(rs), out
+	n := len(rs)
+	if err != nil && (n == 0 || rs[n-1].Err == nil) {
+		// A statement that failed before producing a result still ran.
+		out = append(out, "error: "+err.Error())
+		n++
+	}
+	return n, out
 }
 
 // checkLexing is the differential property: (1) under default settings the
