@@ -56,7 +56,6 @@ func (s *session) clientQuery(n int) error {
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
-		s.uw.boundary()
 		return err
 	}
 	msg, m, err := s.readQuery(n)
@@ -67,7 +66,6 @@ func (s *session) clientQuery(n int) error {
 		s.sent()
 		s.batchOpen = false
 		_, err := s.uw.Write(msg)
-		s.uw.boundary()
 		return err
 	}
 	return s.askQuery(m, msg)
@@ -174,7 +172,6 @@ func (s *session) trackedRequest(typ byte, n int) error {
 		s.replies.push(expect{msg: typ, act: actRelay})
 		s.sent()
 		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
-		s.uw.boundary()
 	case 'X':
 		return s.terminate(n)
 	default: // Flush, COPY data: no reply of their own
@@ -210,7 +207,6 @@ func (s *session) trackedQuery(n int) error {
 	s.sent()
 	s.batchOpen = false
 	_, err = s.uw.Write(msg)
-	s.uw.boundary()
 	return err
 }
 
@@ -512,7 +508,6 @@ func (s *session) settleBatch() (ok bool, err error) {
 			if _, err := s.uw.Write(syncMsg); err != nil {
 				return false, err
 			}
-			s.uw.boundary()
 		}
 		s.batchOpen = false
 	}
@@ -547,7 +542,6 @@ func (s *session) passMarker(typ byte, msg []byte) error {
 	}
 	_, err := s.uw.Write(msg)
 	if typ == 'Q' {
-		s.uw.boundary()
 	}
 	return err
 }
@@ -560,7 +554,6 @@ func (s *session) failQuery(e *PgError) error {
 	s.sent()
 	s.batchOpen = false
 	_, err := s.uw.Write(queryMsg(sentinelSQL))
-	s.uw.boundary()
 	return err
 }
 
@@ -618,7 +611,6 @@ func (s *session) sync(act replyAct, k *sink) {
 	s.replies.push(expect{msg: 'S', act: act, sink: k})
 	s.sent()
 	_, _ = s.uw.Write(syncMsg)
-	s.uw.boundary()
 }
 
 // send queues e and writes msg upstream; a write error surfaces at Flush.

@@ -153,7 +153,6 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if err := s.relayAuth(); err != nil {
 		return err
 	}
-	s.uw.boundary() // nothing of a batch is in flight yet
 	_ = up.SetDeadline(time.Time{})
 	_ = s.client.SetDeadline(time.Time{})
 	return nil
@@ -280,5 +279,3 @@ func stripChannelBinding(body []byte) []byte {
 	}
 	return append(out, 0)
 }
-
-// rootCause digs the syscall error out of a dial error for a short message.

@@ -293,7 +293,6 @@ func (s *session) clientLoop() error {
 			s.sent()
 			s.batchOpen = false
 			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
-			s.uw.boundary()
 		case 'X':
 			return s.terminate(n)
 		case 'H', 'd', 'c', 'f': // Flush and COPY data open no batch

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -196,22 +194,6 @@ func (s *session) fatal(code, format string, args ...any) error {
 	e := &PgError{Severity: "FATAL", Code: code, Message: fmt.Sprintf(format, args...)}
 	_ = s.sendClient(encodeError(e))
 	return e
-}
-
-func rootCause(err error) error {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		err = op.Err
-	}
-	var sc *os.SyscallError
-	if errors.As(err, &sc) {
-		err = sc.Err
-	}
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return err
 }
 
 func shutdownError() *PgError {

@@ -17,13 +17,11 @@ const terminateMsg = "X\x00\x00\x00\x04"
 // replaces that error with its own.
 const sentinelSQL = "nlproxy_marker_failed"
 
-// outBuf buffers writes to the upstream and remembers where the current
-// unsynchronized batch began, so a batch that has not left the proxy yet can be
-// taken back while a marker statement is translated.
+// outBuf buffers writes to the upstream; the relay flushes it when the
+// client has nothing more buffered, so messages travel in batches.
 type outBuf struct {
-	w          io.Writer
-	buf        []byte
-	batchStart int // offset of the current batch in buf; -1 = part of it already sent
+	w   io.Writer
+	buf []byte
 }
 
 func newOutBuf(w io.Writer, size int) *outBuf {
@@ -36,7 +34,6 @@ func (o *outBuf) Write(p []byte) (int, error) {
 			return 0, err
 		}
 		if len(p) >= cap(o.buf) {
-			o.batchStart = -1
 			return o.w.Write(p)
 		}
 	}
@@ -48,27 +45,9 @@ func (o *outBuf) Flush() error {
 	if len(o.buf) == 0 {
 		return nil
 	}
-	if o.batchStart != len(o.buf) {
-		o.batchStart = -1
-	} else {
-		o.batchStart = 0
-	}
 	_, err := o.w.Write(o.buf)
 	o.buf = o.buf[:0]
 	return err
-}
-
-// boundary marks the end of a batch (after Sync, Query or FunctionCall).
-func (o *outBuf) boundary() { o.batchStart = len(o.buf) }
-
-// takeBatch removes and returns the current batch if none of it was sent yet.
-func (o *outBuf) takeBatch() ([]byte, bool) {
-	if o.batchStart < 0 {
-		return nil, false
-	}
-	b := append([]byte(nil), o.buf[o.batchStart:]...)
-	o.buf = o.buf[:o.batchStart]
-	return b, true
 }
 
 // relayN copies n bytes from r to w without allocating, calling flush before

@@ -50,8 +50,7 @@ type catalogEnv struct {
 	c                           *pgtest.Cluster
 	role, password              string
 	readableDB, unreadableDB    string
-	roleWithoutPassword         string
-	upstream, upstreamNoCreds   string // default-route URLs to readableDB
+	upstream                    string // default-route URL to readableDB
 	passfileLine, emptyPassfile string
 }
 
