@@ -307,8 +307,14 @@ func (s *session) clientLoop() error {
 	}
 }
 
-// terminate passes the client's Terminate on and ends the session.
+// terminate passes the client's Terminate on and ends the session. The
+// session counts as closing first: the upstream then closes its end, and
+// that must not reach the client as a lost connection.
 func (s *session) terminate(n int) error {
+	s.mu.Lock()
+	s.closing = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
 	if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
 		return err
 	}
