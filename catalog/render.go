@@ -19,6 +19,10 @@ type RenderOptions struct {
 	MaxRetrieved int
 	// NoStats leaves out distinct/null statistics.
 	NoStats bool
+	// OtherNamesOnly makes RenderSoft list the tables outside the selection
+	// by name only (no columns), for schemas whose full name listing would
+	// crowd the prompt.
+	OtherNamesOnly bool
 	// SearchPath is the asking session's search_path as schema names in
 	// order (current_schemas(false)); empty means ["public"]. A table is
 	// named unqualified when that name resolves to it on this path, and
@@ -209,7 +213,9 @@ func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOp
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		if _, ok := chosen[i]; !ok {
-			if soft {
+			if soft && opts.OtherNamesOnly {
+				others = append(others, names.name(i))
+			} else if soft {
 				cols := make([]string, len(t.Columns))
 				for k, c := range t.Columns {
 					cols[k] = QuoteIdent(c.Name)
@@ -220,7 +226,9 @@ func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOp
 		}
 		s.renderTable(&b, i, kept, selectedTable, names, soft, opts)
 	}
-	if len(others) > 0 {
+	if len(others) > 0 && opts.OtherNamesOnly {
+		b.WriteString("-- Other tables: " + strings.Join(others, ", ") + "\n")
+	} else if len(others) > 0 {
 		b.WriteString("-- Other tables (names only):\n")
 		for _, o := range others {
 			b.WriteString(o)

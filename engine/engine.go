@@ -55,6 +55,7 @@ type Engine struct {
 
 	once    sync.Once
 	visible visibility
+	lex     lexicons
 }
 
 // Request is one question.

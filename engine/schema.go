@@ -2,11 +2,9 @@ package engine
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/prompts"
@@ -17,10 +15,18 @@ import (
 const maxSelectedTables = 8
 
 // selectSchema decides what the model sees: the full schema when it fits the
-// budget, else the tables the retrieval points at (plus the tables that join
-// them), always with their PK/FK columns. It is deterministic and costs no
-// LLM call, which keeps the fast profile at two calls on the happy path.
+// budget, else the soft schema — the tables the question points at in
+// detail (with the tables that join them, PK/FK and join columns always
+// kept; wide tables cut to the columns that matter), and the names of the
+// others when they fit. It is deterministic and costs no LLM call, which
+// keeps the fast profile at two calls on the happy path.
 func (e *Engine) selectSchema(a *ask) {
+	e.selectSchemaBudget(a, e.SchemaMaxTokens)
+}
+
+// selectSchemaBudget sets a.schema for a budget of tokens and returns the
+// tables shown in detail, best first.
+func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	st := a.trace.begin("schema")
 	defer a.trace.end(st)
 	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
@@ -29,37 +35,86 @@ func (e *Engine) selectSchema(a *ask) {
 		// model writes SQL that resolves in this session.
 		opts.SearchPath = a.sess.searchPath
 	}
-	full := a.schema0.RenderFull(opts)
-	if prompts.EstimateTokens(full) <= e.SchemaMaxTokens {
-		a.schema = full
-		st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), prompts.EstimateTokens(full))
-		return
+	lx := e.lex.get(a.schema0)
+	if lx.fullTokens+examplesTokens(a.values) <= budget {
+		if full := a.schema0.RenderFull(opts); estimateTokens(full) <= budget {
+			a.schema = full
+			st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), estimateTokens(full))
+			all := make([]string, 0, len(lx.tables))
+			for _, lt := range lx.tables {
+				all = append(all, lt.key)
+			}
+			return all
+		}
 	}
-	ranked := rankTables(a.schema0, a.req.Question, a.keywords, a.values, a.descs)
+	q := questionTerms(a.req.Question, a.keywords)
+	sc := lx.tableScores(q, a.values, a.descs)
+	lx.cohere(sc)
+	valueCols := map[string]bool{}
+	for _, m := range a.values {
+		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
+	}
+
+	// The soft schema lists what is not detailed, when the listing leaves
+	// most of the budget to the details.
+	soft, reserve := false, 0
+	switch {
+	case lx.softTokens <= budget/softShare:
+		soft, reserve = true, lx.softTokens
+	case lx.namesTokens <= budget/softShare:
+		soft, reserve, opts.OtherNamesOnly = true, lx.namesTokens, true
+	}
+	sel := catalog.Selection{}
 	var chosen []string
-	rendered := ""
-	for _, name := range withJoinTables(a.schema0, ranked) {
-		if len(chosen) == maxSelectedTables {
-			break
+	used := reserve
+	for _, i := range lx.order(sc) {
+		key := lx.tables[i].key
+		cols := lx.columns(i, q, valueCols)
+		size := estimateTokens(a.schema0.RenderSelected(catalog.Selection{key: cols}, opts))
+		if used+size > budget && len(chosen) > 0 {
+			continue // a smaller table further down may still fit
 		}
-		try := a.schema0.RenderSelected(selectionOf(append(chosen, name)), opts)
-		if prompts.EstimateTokens(try) > e.SchemaMaxTokens && len(chosen) > 0 {
-			continue
+		sel[key] = cols
+		chosen = append(chosen, key)
+		used += size
+	}
+	render := func() string {
+		if soft {
+			return a.schema0.RenderSoft(sel, opts)
 		}
-		chosen = append(chosen, name)
-		rendered = try
+		return a.schema0.RenderSelected(sel, opts)
+	}
+	rendered := render()
+	// Keys shared between detailed tables add lines: drop from the tail
+	// until the rendering fits.
+	for estimateTokens(rendered) > budget && len(chosen) > 1 {
+		delete(sel, chosen[len(chosen)-1])
+		chosen = chosen[:len(chosen)-1]
+		rendered = render()
 	}
 	a.schema = rendered
-	st.Note = fmt.Sprintf("selected %s of %d tables, ~%d tokens", strings.Join(chosen, ", "), len(a.schema0.Tables), prompts.EstimateTokens(rendered))
+	kind := "selected"
+	if soft {
+		kind = "soft schema, detailed"
+	}
+	st.Note = fmt.Sprintf("%s %s of %d tables, ~%d tokens", kind, strings.Join(chosen, ", "), len(a.schema0.Tables), estimateTokens(rendered))
+	return chosen
 }
 
-func selectionOf(tables []string) catalog.Selection {
-	sel := catalog.Selection{}
-	for _, t := range tables {
-		sel[t] = nil // nil: all columns of the table
+// softShare: the soft schema's listing of the other tables may take at most
+// 1/softShare of the budget.
+const softShare = 4
+
+// examplesTokens estimates what retrieved examples add to a rendering.
+func examplesTokens(ms []valueindex.Match) int {
+	n := 0
+	for _, m := range ms {
+		n += len(m.Value) + 4
 	}
-	return sel
+	return (n + 3) / 4
 }
+
+func estimateTokens(s string) int { return prompts.EstimateTokens(s) }
 
 // valueExamples turns retrieved values into per-column examples for the
 // rendered schema ("schema.table.column" → values), retrieved ones first.
@@ -68,121 +123,6 @@ func valueExamples(ms []valueindex.Match) map[string][]string {
 	for _, m := range ms {
 		k := m.Schema + "." + m.Table + "." + m.Column
 		out[k] = append(out[k], m.Value)
-	}
-	return out
-}
-
-// rankTables scores every table by how much of the question points at it:
-// name and column-name tokens, comments, value matches and description hits.
-// It returns qualified table names, best first, only those with a score.
-func rankTables(s *catalog.Schema, question string, keywords []string, values []valueindex.Match, descs []descindex.Hit) []string {
-	q := map[string]bool{}
-	for _, t := range descindex.Tokenize(question + " " + strings.Join(keywords, " ")) {
-		q[t] = true
-	}
-	score := map[string]float64{}
-	overlap := func(text string) float64 {
-		n := 0.0
-		seen := map[string]bool{}
-		for _, t := range descindex.Tokenize(text) {
-			if q[t] && !seen[t] {
-				seen[t] = true
-				n++
-			}
-		}
-		return n
-	}
-	for i := range s.Tables {
-		t := &s.Tables[i]
-		key := t.Schema + "." + t.Name
-		sc := 3 * overlap(t.Name)
-		sc += 0.5 * overlap(t.Comment)
-		var cols strings.Builder
-		for _, c := range t.Columns {
-			cols.WriteString(c.Name + " ")
-			sc += 0.25 * overlap(c.Comment)
-		}
-		sc += overlap(cols.String())
-		score[key] = sc
-	}
-	for _, m := range values {
-		score[m.Schema+"."+m.Table] += 4 * m.Score
-	}
-	for rank, h := range descs {
-		if h.Table == "" {
-			continue
-		}
-		for _, key := range tableKeys(s, h.Schema, h.Table) {
-			score[key] += 2 / float64(rank+1)
-		}
-	}
-	keys := make([]string, 0, len(score))
-	for k, v := range score {
-		if v > 0 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if score[keys[i]] != score[keys[j]] {
-			return score[keys[i]] > score[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	return keys
-}
-
-func tableKeys(s *catalog.Schema, schema, table string) []string {
-	var out []string
-	for i := range s.Tables {
-		t := &s.Tables[i]
-		if t.Name == table && (schema == "" || t.Schema == schema) {
-			out = append(out, t.Schema+"."+t.Name)
-		}
-	}
-	return out
-}
-
-// withJoinTables inserts, after the ranked tables it connects, any table that
-// references two of them (order_lines between orders and products), so the
-// model can write the join.
-func withJoinTables(s *catalog.Schema, ranked []string) []string {
-	if len(ranked) > maxSelectedTables {
-		ranked = ranked[:maxSelectedTables]
-	}
-	in := map[string]bool{}
-	for _, r := range ranked {
-		in[r] = true
-	}
-	out := append([]string(nil), ranked...)
-	for i := range s.Tables {
-		t := &s.Tables[i]
-		key := t.Schema + "." + t.Name
-		if in[key] {
-			continue
-		}
-		linked := map[string]bool{}
-		for _, fk := range t.ForeignKeys {
-			if ref := fk.RefSchema + "." + fk.RefTable; in[ref] {
-				linked[ref] = true
-			}
-		}
-		if len(linked) >= 2 {
-			out = append(out, key)
-			in[key] = true
-		}
-	}
-	// Tables the selected ones reference directly (dimension tables) come last.
-	for _, r := range ranked {
-		t := s.Table(r)
-		if t == nil {
-			continue
-		}
-		for _, fk := range t.ForeignKeys {
-			if ref := fk.RefSchema + "." + fk.RefTable; !in[ref] {
-				out = append(out, ref)
-				in[ref] = true
-			}
-		}
 	}
 	return out
 }

@@ -1,0 +1,150 @@
+// Command recall measures schema selection on real databases nobody here
+// wrote: the sql-eval databases (datasets/sql-eval) loaded into ONE throwaway
+// database, one schema each, with their column descriptions as COMMENT ON and
+// their glossaries in the description index. For every question it runs the
+// engine's model-free front (lexical keywords — what the keyword stage falls
+// back to when the model's call fails —, value and description retrieval,
+// deterministic schema selection) at each token budget and reports:
+//
+//   - gold-table recall: the share of questions whose gold tables (of at
+//     least one accepted gold alternative) are all shown in detail;
+//   - stored-value retrieval: the share of the gold SQL's string literals
+//     compared with text columns that value retrieval found (same column,
+//     same value after normalization; LIKE patterns: contained).
+//
+// No model, no question-specific tuning: the questions only score.
+//
+//	go run ./bench/recall                       # all seven databases
+//	go run ./bench/recall -v                    # also list the misses
+//	go run ./bench/recall -dbs geography,yelp -budgets 4000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+func main() {
+	dir := flag.String("dir", filepath.Join("datasets", "sql-eval"), "sql-eval directory (databases/, questions.csv)")
+	dbs := flag.String("dbs", "", "comma-separated databases (default: every one questions.csv names)")
+	budgets := flag.String("budgets", "1000,2000,4000", "schema token budgets")
+	verbose := flag.Bool("v", false, "list the questions whose gold tables were missed at the largest budget, and missed literals")
+	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
+	flag.Parse()
+	var bs []int
+	for _, f := range strings.Split(*budgets, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || b <= 0 {
+			fmt.Fprintln(os.Stderr, "recall: bad -budgets:", *budgets)
+			os.Exit(2)
+		}
+		bs = append(bs, b)
+	}
+	var only []string
+	if *dbs != "" {
+		only = strings.Split(*dbs, ",")
+	}
+	if err := run(context.Background(), *dir, only, bs, *verbose, *jsonOut); err != nil {
+		fmt.Fprintln(os.Stderr, "recall:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, dir string, only []string, budgets []int, verbose bool, jsonOut string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	qs, err := readQuestions(filepath.Join(dir, "questions.csv"))
+	if err != nil {
+		return err
+	}
+	c, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	snap, qs, err := setup(ctx, c, dir, only, qs)
+	if err != nil {
+		return err
+	}
+	rep, err := evaluate(ctx, snap, qs, budgets)
+	if err != nil {
+		return err
+	}
+	rep.print(os.Stdout, verbose)
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}
+
+// setup loads the databases the questions use (restricted to only, when
+// given) into one database of cluster c and builds its catalog snapshot.
+// It returns the questions of the loaded databases.
+func setup(ctx context.Context, c *pgtest.Cluster, dir string, only []string, qs []question) (*catalog.Snapshot, []question, error) {
+	var dbs []string
+	seen := map[string]bool{}
+	for _, q := range qs {
+		if !seen[q.DB] && (len(only) == 0 || contains(only, q.DB)) {
+			seen[q.DB] = true
+			dbs = append(dbs, q.DB)
+		}
+	}
+	if len(dbs) == 0 {
+		return nil, nil, fmt.Errorf("no questions for databases %v", only)
+	}
+	const name = "sqleval_merged"
+	if err := c.CreateDatabase(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	conn, err := c.Connect(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close(ctx)
+	opts := catalog.BuildOptions{}
+	for _, db := range dbs {
+		docs, err := loadDatabase(ctx, conn, dir, db)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Glossary = append(opts.Glossary, docs...)
+		opts.Introspect.Schemas = append(opts.Introspect.Schemas, db)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		return nil, nil, err
+	}
+	snap, err := catalog.Build(ctx, conn, name, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []question
+	for _, q := range qs {
+		if seen[q.DB] {
+			out = append(out, q)
+		}
+	}
+	return snap, out, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if strings.TrimSpace(y) == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,568 @@
+package engine
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
+)
+
+// A lexicon is what schema linking knows about one schema's names, computed
+// once per schema fingerprint: each table's name, column and comment terms
+// (identifiers split, shared prefixes learnt and dropped, run-together words
+// segmented with the schema's own vocabulary, lightly stemmed), the terms'
+// rarity across tables, which tables join, and rendering sizes.
+type lexicon struct {
+	tables []lexTable
+	index  map[string]int // "schema.table" → position
+	idf    map[string]float64
+	// adj lists, per table, the tables it joins: a foreign key either way,
+	// or (for schemas without declared keys) a shared key-like column.
+	adj [][]int
+	// fullTokens is the full rendering's size without retrieved examples;
+	// softTokens the cost of listing every table with its columns (the soft
+	// schema's "other tables"), namesTokens of listing names only.
+	fullTokens, softTokens, namesTokens int
+}
+
+type lexTable struct {
+	key, ns string
+	name    []string        // terms of the table name
+	cols    []lexColumn     //
+	comment map[string]bool // terms of the table and column comments
+	keys    map[string]bool // PK, FK, unique and join columns
+}
+
+type lexColumn struct {
+	name    string
+	terms   []string // terms of the column name
+	comment []string // terms of its comment
+}
+
+// lexicons caches lexicons by schema fingerprint (a role's filtered schema
+// has its own fingerprint).
+type lexicons struct {
+	mu sync.Mutex
+	m  map[string]*lexicon
+}
+
+const maxLexicons = 64
+
+func (l *lexicons) get(s *catalog.Schema) *lexicon {
+	l.mu.Lock()
+	lx := l.m[s.Fingerprint]
+	l.mu.Unlock()
+	if lx != nil {
+		return lx
+	}
+	lx = buildLexicon(s)
+	if s.Fingerprint == "" {
+		return lx // hand-made schema (tests): nothing identifies it
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) >= maxLexicons {
+		l.m = map[string]*lexicon{}
+	}
+	l.m[s.Fingerprint] = lx
+	return lx
+}
+
+// identParts splits an identifier or phrase into lower-case parts at
+// non-alphanumerics, digit boundaries and camelCase humps ("crmTxDate" →
+// crm tx date, "HTTPServer2" → http server 2).
+func identParts(s string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
+		}
+	}
+	rs := []rune(s)
+	for i, r := range rs {
+		switch {
+		case unicode.IsLetter(r):
+			if len(cur) > 0 && unicode.IsDigit(cur[len(cur)-1]) {
+				flush()
+			}
+			if unicode.IsUpper(r) && len(cur) > 0 {
+				prev := rs[i-1]
+				nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+				if unicode.IsLower(prev) || (unicode.IsUpper(prev) && nextLower) {
+					flush()
+				}
+			}
+			cur = append(cur, r)
+		case unicode.IsDigit(r):
+			if len(cur) > 0 && !unicode.IsDigit(cur[len(cur)-1]) {
+				flush()
+			}
+			cur = append(cur, r)
+		default:
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// sharedPrefixes learns the leading parts a group of identifiers share for
+// no meaning ("crm" of crmAccount, crmTxDate): a first part of at least
+// half of the identifiers that have more than one part, in a group of 3+.
+func sharedPrefixes(names [][]string) map[string]bool {
+	count := map[string]int{}
+	multi := 0
+	for _, p := range names {
+		if len(p) > 1 {
+			multi++
+			count[p[0]]++
+		}
+	}
+	out := map[string]bool{}
+	if multi < 3 {
+		return out
+	}
+	for w, n := range count {
+		if 2*n >= multi && n >= 3 {
+			out[w] = true
+		}
+	}
+	return out
+}
+
+// segment splits a run-together identifier part ("paperkeyphrase") into
+// the fewest words of vocab, each of 3+ letters or "id", when there is such
+// a split into two or more; otherwise it returns nil.
+func segment(w string, vocab map[string]bool) []string {
+	n := len(w)
+	if n < 5 || n > 40 {
+		return nil
+	}
+	best := make([]int, n+1) // fewest words for w[:i]; -1: impossible
+	from := make([]int, n+1)
+	for i := 1; i <= n; i++ {
+		best[i] = -1
+		for j := 0; j < i; j++ {
+			if best[j] < 0 || (j == 0 && i == n) {
+				continue
+			}
+			p := w[j:i]
+			if (len(p) >= 3 || p == "id") && vocab[p] && (best[i] < 0 || best[j]+1 < best[i]) {
+				best[i], from[i] = best[j]+1, j
+			}
+		}
+	}
+	if best[n] < 2 {
+		return nil
+	}
+	var out []string
+	for i := n; i > 0; i = from[i] {
+		out = append(out, w[from[i]:i])
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// terms turns identifier parts into matching terms: stopwords dropped,
+// run-together parts split with the vocabulary (both kept), stemmed.
+func terms(parts []string, vocab map[string]bool) []string {
+	var out []string
+	add := func(p string) {
+		for _, t := range descindex.Tokenize(p) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	for _, p := range parts {
+		add(p)
+		for _, s := range segment(p, vocab) {
+			add(s)
+		}
+	}
+	return out
+}
+
+// keyLike reports whether a column name reads as an identifier or code
+// ("aid", "business_id", "state_code", "PartNo"): shared ones join tables.
+func keyLike(name string) bool {
+	n := strings.ToLower(name)
+	for _, suf := range []string{"id", "code", "key", "_no", "num"} {
+		if strings.HasSuffix(n, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+func buildLexicon(s *catalog.Schema) *lexicon {
+	lx := &lexicon{index: make(map[string]int, len(s.Tables)), idf: map[string]float64{}}
+	// The vocabulary run-together names are split with: every identifier
+	// part and comment word of the schema.
+	vocab := map[string]bool{}
+	nsTables := map[string][][]string{}
+	nsCols := map[string][][]string{}
+	tableParts := make([][]string, len(s.Tables))
+	colParts := make([][][]string, len(s.Tables))
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		tableParts[i] = identParts(t.Name)
+		nsTables[t.Schema] = append(nsTables[t.Schema], tableParts[i])
+		for _, p := range tableParts[i] {
+			vocab[p] = true
+		}
+		for _, w := range identParts(t.Comment) {
+			vocab[w] = true
+		}
+		colParts[i] = make([][]string, len(t.Columns))
+		for j := range t.Columns {
+			colParts[i][j] = identParts(t.Columns[j].Name)
+			nsCols[t.Schema] = append(nsCols[t.Schema], colParts[i][j])
+			for _, p := range colParts[i][j] {
+				vocab[p] = true
+			}
+			for _, w := range identParts(t.Columns[j].Comment) {
+				vocab[w] = true
+			}
+		}
+	}
+	tablePrefix := map[string]map[string]bool{}
+	colPrefix := map[string]map[string]bool{}
+	for ns := range nsTables {
+		tablePrefix[ns] = sharedPrefixes(nsTables[ns])
+		colPrefix[ns] = sharedPrefixes(nsCols[ns])
+	}
+	strip := func(parts []string, prefixes map[string]bool) []string {
+		if len(parts) > 1 && prefixes[parts[0]] {
+			return parts[1:]
+		}
+		return parts
+	}
+	df := map[string]int{}
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		lt := lexTable{key: t.Schema + "." + t.Name, ns: t.Schema, comment: map[string]bool{}, keys: map[string]bool{}}
+		lt.name = terms(strip(tableParts[i], tablePrefix[t.Schema]), vocab)
+		// Column prefixes shared within the table (cust_id, cust_name) are
+		// learnt per table, those shared across the schema per schema.
+		own := sharedPrefixes(colParts[i])
+		for j := range t.Columns {
+			c := &t.Columns[j]
+			parts := strip(strip(colParts[i][j], own), colPrefix[t.Schema])
+			lc := lexColumn{name: c.Name, terms: terms(parts, vocab), comment: descindex.Tokenize(c.Comment)}
+			for _, w := range lc.comment {
+				lt.comment[w] = true
+			}
+			lt.cols = append(lt.cols, lc)
+		}
+		for _, w := range descindex.Tokenize(t.Comment) {
+			lt.comment[w] = true
+		}
+		for _, c := range t.PrimaryKey {
+			lt.keys[c] = true
+		}
+		for _, u := range t.Uniques {
+			for _, c := range u {
+				lt.keys[c] = true
+			}
+		}
+		for _, fk := range t.ForeignKeys {
+			for _, c := range fk.Columns {
+				lt.keys[c] = true
+			}
+		}
+		seen := map[string]bool{}
+		for _, w := range lt.allTerms() {
+			if !seen[w] {
+				seen[w] = true
+				df[w]++
+			}
+		}
+		lx.index[lt.key] = i
+		lx.tables = append(lx.tables, lt)
+	}
+	n := float64(len(s.Tables))
+	for w, d := range df {
+		lx.idf[w] = math.Log(1 + n/float64(d))
+	}
+	lx.buildJoins(s)
+	lx.measure(s)
+	return lx
+}
+
+func (lt *lexTable) allTerms() []string {
+	out := slices.Clone(lt.name)
+	for _, c := range lt.cols {
+		out = append(out, c.terms...)
+	}
+	for w := range lt.comment {
+		out = append(out, w)
+	}
+	return out
+}
+
+// buildJoins links tables by declared foreign keys and, within a schema,
+// by a key-like column of the same name (author.aid = writes.aid), which is
+// how schemas without declared keys are joined.
+func (lx *lexicon) buildJoins(s *catalog.Schema) {
+	lx.adj = make([][]int, len(s.Tables))
+	link := func(i, j int) {
+		if i != j && !slices.Contains(lx.adj[i], j) {
+			lx.adj[i] = append(lx.adj[i], j)
+			lx.adj[j] = append(lx.adj[j], i)
+		}
+	}
+	byCol := map[string][]int{} // schema + "\x00" + column → tables
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		for _, fk := range t.ForeignKeys {
+			if j, ok := lx.index[fk.RefSchema+"."+fk.RefTable]; ok {
+				link(i, j)
+			}
+		}
+		for _, c := range t.Columns {
+			if keyLike(c.Name) || lx.tables[i].keys[c.Name] {
+				k := t.Schema + "\x00" + c.Name
+				byCol[k] = append(byCol[k], i)
+			}
+		}
+	}
+	for k, ts := range byCol {
+		if len(ts) < 2 {
+			continue
+		}
+		col := k[strings.IndexByte(k, 0)+1:]
+		for a := range ts {
+			for b := a + 1; b < len(ts); b++ {
+				link(ts[a], ts[b])
+				lx.tables[ts[a]].keys[col] = true
+				lx.tables[ts[b]].keys[col] = true
+			}
+		}
+	}
+}
+
+// measure records the rendering sizes the selection decides with, so no
+// ask renders the whole schema only to learn that it does not fit.
+func (lx *lexicon) measure(s *catalog.Schema) {
+	lx.fullTokens = estimateTokens(s.RenderFull(catalog.RenderOptions{}))
+	soft, names := 0, 0
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		soft += len(t.Kind) + len(t.Schema) + len(t.Name) + 8
+		names += len(t.Schema) + len(t.Name) + 3
+		for _, c := range t.Columns {
+			soft += len(c.Name) + 2
+		}
+	}
+	lx.softTokens, lx.namesTokens = (soft+3)/4, (names+3)/4
+}
+
+// questionTerms are the matching terms of a question and its keywords.
+func questionTerms(question string, keywords []string) map[string]bool {
+	q := map[string]bool{}
+	for _, t := range descindex.Tokenize(question + " " + strings.Join(keywords, " ")) {
+		q[t] = true
+	}
+	return q
+}
+
+// Link weights: a question term naming the table counts most, one naming
+// a column less, one found only in comments least; each weighted by the
+// term's rarity across tables (idf), so "id" or "name" decide little.
+const (
+	weightName    = 3.0
+	weightColumn  = 1.2
+	weightComment = 0.5
+	weightValue   = 2.0
+)
+
+// tableScores scores every table for the question.
+func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, descs []descindex.Hit) []float64 {
+	sc := make([]float64, len(lx.tables))
+	for i := range lx.tables {
+		lt := &lx.tables[i]
+		for w := range q {
+			switch {
+			case slices.Contains(lt.name, w):
+				sc[i] += weightName * lx.idf[w]
+			case lt.inColumnName(w):
+				sc[i] += weightColumn * lx.idf[w]
+			case lt.comment[w]:
+				sc[i] += weightComment * lx.idf[w]
+			}
+		}
+	}
+	// A stored value counts once per keyword and table, by its best match.
+	best := map[string]float64{}
+	for _, m := range values {
+		k := m.Keyword + "\x00" + m.Schema + "." + m.Table
+		best[k] = max(best[k], m.Score)
+	}
+	for k, v := range best {
+		if i, ok := lx.index[k[strings.IndexByte(k, 0)+1:]]; ok {
+			sc[i] += weightValue * v
+		}
+	}
+	for rank, h := range descs {
+		if h.Table == "" {
+			continue
+		}
+		for i := range lx.tables {
+			lt := &lx.tables[i]
+			if strings.HasSuffix(lt.key, "."+h.Table) && (h.Schema == "" || lt.ns == h.Schema) {
+				sc[i] += 1 / float64(rank+1)
+			}
+		}
+	}
+	return sc
+}
+
+func (lt *lexTable) inColumnName(w string) bool {
+	for _, c := range lt.cols {
+		if slices.Contains(c.terms, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Schema coherence: a question is nearly always about one schema of a
+// multi-schema database. Tables of a schema whose best tables score well
+// below the best schema's are down-weighted (not dropped).
+const (
+	coherenceTop     = 3
+	coherenceRatio   = 0.6
+	coherencePenalty = 0.5
+)
+
+func (lx *lexicon) cohere(sc []float64) {
+	byNS := map[string][]float64{}
+	for i, lt := range lx.tables {
+		byNS[lt.ns] = append(byNS[lt.ns], sc[i])
+	}
+	if len(byNS) < 2 {
+		return
+	}
+	nsScore := map[string]float64{}
+	top := 0.0
+	for ns, v := range byNS {
+		slices.SortFunc(v, func(a, b float64) int { return -cmpFloat(a, b) })
+		for _, x := range v[:min(coherenceTop, len(v))] {
+			nsScore[ns] += x
+		}
+		top = max(top, nsScore[ns])
+	}
+	for i, lt := range lx.tables {
+		if nsScore[lt.ns] < coherenceRatio*top {
+			sc[i] *= coherencePenalty
+		}
+	}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// minRelevance is the share of the best table's score below which a table
+// is not shown in detail unless it joins two that are.
+const minRelevance = 0.15
+
+// order ranks tables for the detailed part of the prompt: by score, each
+// followed by the best-scoring bridge table joining it to an earlier one it
+// does not join directly (writes between author and publication).
+func (lx *lexicon) order(sc []float64) []int {
+	ranked := make([]int, 0, len(sc))
+	top := 0.0
+	for i, v := range sc {
+		top = max(top, v)
+		if v > 0 {
+			ranked = append(ranked, i)
+		}
+	}
+	slices.SortStableFunc(ranked, func(a, b int) int { return -cmpFloat(sc[a], sc[b]) })
+	var out []int
+	in := map[int]bool{}
+	for _, t := range ranked {
+		if sc[t] < minRelevance*top {
+			break
+		}
+		if in[t] {
+			continue
+		}
+		prev := slices.Clone(out)
+		out = append(out, t)
+		in[t] = true
+		for _, p := range prev {
+			if slices.Contains(lx.adj[t], p) {
+				continue
+			}
+			if b := lx.bridge(t, p, sc, in); b >= 0 {
+				out = append(out, b)
+				in[b] = true
+			}
+		}
+	}
+	return out
+}
+
+// bridge is the best-scoring table joining a and b that is not yet shown,
+// or -1 (also when a table already shown joins them).
+func (lx *lexicon) bridge(a, b int, sc []float64, in map[int]bool) int {
+	best := -1
+	for _, c := range lx.adj[a] {
+		if !slices.Contains(lx.adj[b], c) {
+			continue
+		}
+		if in[c] {
+			return -1
+		}
+		if best < 0 || sc[c] > sc[best] {
+			best = c
+		}
+	}
+	return best
+}
+
+// columnFilterMin is the column count above which a table is shown with
+// only the columns the question points at, its keys and join columns (the
+// others are listed by name).
+const columnFilterMin = 12
+
+// columns picks the columns of table i to detail, nil for all.
+func (lx *lexicon) columns(i int, q map[string]bool, valueCols map[string]bool) []string {
+	lt := &lx.tables[i]
+	if len(lt.cols) <= columnFilterMin {
+		return nil
+	}
+	var out []string
+	for _, c := range lt.cols {
+		hit := lt.keys[c.name] || valueCols[lt.key+"."+c.name]
+		for _, w := range c.terms {
+			hit = hit || q[w]
+		}
+		for _, w := range c.comment {
+			hit = hit || (q[w] && lx.idf[w] > 1)
+		}
+		if hit {
+			out = append(out, c.name)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
+)
+
+// SchemaChoice is what schema selection put in front of the model.
+type SchemaChoice struct {
+	// Tables are the tables shown in detail ("schema.table"), in rank order.
+	Tables []string
+	// Schema is the rendered schema text and Tokens its estimated size.
+	Schema string
+	Tokens int
+	// Keywords and Values are what retrieval worked from and found.
+	Keywords []string
+	Values   []valueindex.Match
+}
+
+// PreviewSchema runs the model-free front of the pipeline for a question on
+// a snapshot — lexical keywords (the fallback when the model's keyword call
+// fails), value and description retrieval, deterministic schema selection
+// under budget tokens — as the catalog role sees it (no session, no
+// privilege filtering). Benchmarks and `explain`-style tools use it; it
+// makes no LLM call and runs no SQL.
+func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int) *SchemaChoice {
+	e.once.Do(e.applyDefaults)
+	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
+		sess: &session{}, trace: &Trace{}}
+	a.keywords = lexicalKeywords(question)
+	e.retrieve(ctx, a)
+	sel := e.selectSchemaBudget(a, budget)
+	return &SchemaChoice{Tables: sel, Schema: a.schema, Tokens: estimateTokens(a.schema), Keywords: a.keywords, Values: a.values}
+}
