@@ -3,6 +3,7 @@ package engine
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // lexicalKeywords is the keyword stage's fallback when the model's answer is
@@ -23,27 +24,22 @@ func lexicalKeywords(question string) []string {
 
 	// Quoted phrases are almost always values.
 	rest := question
-	for _, q := range []string{`"`, `'`, "“", "‘"} {
-		closeQ := map[string]string{`"`: `"`, `'`: `'`, "“": "”", "‘": "’"}[q]
+	for _, q := range [][2]string{{`"`, `"`}, {"“", "”"}, {`'`, `'`}, {"‘", "’"}, {"’", "’"}} {
 		for {
-			i := strings.Index(rest, q)
-			if i < 0 {
+			i, j, ok := quotedSpan(rest, q[0], q[1])
+			if !ok {
 				break
 			}
-			j := strings.Index(rest[i+len(q):], closeQ)
-			if j < 0 {
-				break
-			}
-			add(rest[i+len(q) : i+len(q)+j])
-			rest = rest[:i] + " " + rest[i+len(q)+j+len(closeQ):]
+			add(rest[i+len(q[0]) : j])
+			rest = rest[:i] + " " + rest[j+len(q[1]):]
 		}
 	}
 
 	words := strings.FieldsFunc(rest, func(r rune) bool {
-		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_' || r == '&' || r == '\'')
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '-' || r == '_' || r == '&' || r == '\'' || r == '’')
 	})
 	for i := range words {
-		words[i] = strings.Trim(words[i], ".-'")
+		words[i] = strings.Trim(words[i], ".-'’")
 	}
 
 	// Capitalized runs not at the very start: "Los Angeles", "Acme Corp".
@@ -79,6 +75,41 @@ func lexicalKeywords(question string) []string {
 	}
 	return out
 }
+
+// quotedSpan finds the first phrase quoted with open…closeQ: an opening
+// quote not preceded by a letter or digit and a closing one not followed by
+// one, so the apostrophes of O'Brien or Macy's are not taken for quotes. It
+// returns the offsets of both quotes.
+func quotedSpan(s, open, closeQ string) (i, j int, ok bool) {
+	for from := 0; from < len(s); {
+		k := strings.Index(s[from:], open)
+		if k < 0 {
+			return 0, 0, false
+		}
+		i = from + k
+		from = i + len(open)
+		if r, _ := utf8.DecodeLastRuneInString(s[:i]); i > 0 && wordRune(r) {
+			continue // an apostrophe inside or after a word
+		}
+		for at := from; at < len(s); {
+			m := strings.Index(s[at:], closeQ)
+			if m < 0 {
+				break
+			}
+			j = at + m
+			at = j + len(closeQ)
+			if r, _ := utf8.DecodeRuneInString(s[at:]); at < len(s) && wordRune(r) {
+				continue // O'Brien's apostrophe inside the quoted phrase
+			}
+			if j > from {
+				return i, j, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // stopwords are question words that never name a table, column or value.
 var stopwords = func() map[string]bool {

@@ -71,7 +71,11 @@ type Options struct {
 	// this many values (default 20000): abbreviations name places and
 	// departments, not the millions of rows of a people table.
 	AbbrevMaxColumnValues int
-	Logger                *zap.Logger
+	// Aliases are code↔name pairs given by the operator (or a test); Build
+	// adds those the data shows (see Alias) unless NoAliases is set.
+	Aliases   []Alias
+	NoAliases bool
+	Logger    *zap.Logger
 }
 
 // DefaultSensitivePatterns match columns whose values must never reach a prompt.
@@ -180,6 +184,7 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 		return nil, err
 	}
 	b := newBuilder(opts.config())
+	b.aliases = opts.Aliases
 
 	var tx pgx.Tx
 	needTx := false
@@ -236,6 +241,14 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 				zap.String("column", c.Name), zap.Error(err))
 			b.dropColumn(reason)
 		}
+	}
+	for _, c := range cols {
+		if c.Comment != "" && skipReason(c, sens, names) == "" {
+			b.aliases = append(b.aliases, commentAliases(c.Name, c.Comment)...)
+		}
+	}
+	if tx != nil && !opts.NoAliases {
+		b.aliases = append(b.aliases, b.mineRowAliases(ctx, tx)...)
 	}
 	return b.finish(), nil
 }

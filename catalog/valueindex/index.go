@@ -85,6 +85,10 @@ type Index struct {
 	mh    *minhasher
 	bands [][]uint64 // per band: key<<32 | id
 
+	aliases []Alias            // code↔name pairs (persisted)
+	byName  map[string][]int32 // normalized name → aliases
+	byCode  map[string][]int32 // normalized code → aliases
+
 	pool sync.Pool // *searcher scratch
 }
 
@@ -137,6 +141,7 @@ func (ix *Index) colOf(id int32) int {
 
 // builder accumulates values column by column.
 type builder struct {
+	aliases []Alias
 	cfg     config
 	cols    []colMeta
 	skipped []ColumnStat
@@ -184,6 +189,7 @@ func (b *builder) skip(schema, table, name, reason string) {
 // in score rank earlier ids first).
 func FromValues(cols []ColumnValues, opts Options) *Index {
 	b := newBuilder(opts.config())
+	b.aliases = opts.Aliases
 	for _, c := range cols {
 		b.startColumn(c.Schema, c.Table, c.Column)
 		seen := make(map[string]bool, len(c.Values))
@@ -200,7 +206,8 @@ func FromValues(cols []ColumnValues, opts Options) *Index {
 
 // finish derives every secondary structure from the value arena.
 func (b *builder) finish() *Index {
-	ix := &Index{cfg: b.cfg, cols: b.cols, skipped: b.skipped, raw: b.raw, rawOff: b.rawOff}
+	ix := &Index{cfg: b.cfg, cols: b.cols, skipped: b.skipped, raw: b.raw, rawOff: b.rawOff, aliases: b.aliases}
+	ix.buildAliases()
 	n := ix.Len()
 	ix.nrmOff = make([]uint32, 1, n+1)
 	ix.nrm = make([]byte, 0, len(ix.raw))

@@ -138,7 +138,10 @@ func (ix *Index) Lookup(ctx context.Context, keywords []string, opts LookupOptio
 		perCol := make(map[int]int)
 		kept := 0
 		for _, r := range s.ranked {
-			if kept >= opts.Limit || r.score < opts.MinScore {
+			if r.score < opts.MinScore || (kept >= opts.Limit && !r.exact) {
+				// Exact matches are all kept (per column still capped): a
+				// value stored in many columns ('New York' as city, state
+				// and airport name) must not crowd out the one asked about.
 				break
 			}
 			c := ix.colOf(r.id)
@@ -148,6 +151,50 @@ func (ix *Index) Lookup(ctx context.Context, keywords []string, opts LookupOptio
 			perCol[c]++
 			kept++
 			out = append(out, ix.match(r, kw))
+		}
+		out = ix.appendAliasMatches(out, n, kw, perCol, opts.PerColumn)
+	}
+	return out
+}
+
+// appendAliasMatches adds the stored values a keyword stands for through an
+// alias ("California" → 'CA' wherever 'CA' is stored; "CA" → 'California'),
+// beyond the keyword's own matches, at most perColumn per column.
+func (ix *Index) appendAliasMatches(out []Match, n, kw string, perCol map[int]int, perColumn int) []Match {
+	for _, other := range ix.counterparts(n, "") {
+		for _, id := range ix.exactIDs(normalize(other), 0, int32(ix.Len())) {
+			c := ix.colOf(id)
+			if perCol[c] >= perColumn || containsID(out, ix, id) {
+				continue
+			}
+			perCol[c]++
+			out = append(out, ix.match(scored{id: id, score: aliasScore}, kw))
+		}
+	}
+	return out
+}
+
+func containsID(ms []Match, ix *Index, id int32) bool {
+	c := ix.cols[ix.colOf(id)]
+	v := ix.rawValue(id)
+	for _, m := range ms {
+		if m.Value == v && m.Column == c.Name && m.Table == c.Table && m.Schema == c.Schema {
+			return true
+		}
+	}
+	return false
+}
+
+// exactIDs are the ids in [lo,hi) whose normalized value equals n ignoring
+// spaces.
+func (ix *Index) exactIDs(n string, lo, hi int32) []int32 {
+	if n == "" {
+		return nil
+	}
+	var out []int32
+	for _, e := range keyRange(ix.exact, uint32(hash64(n, true)>>32)) {
+		if id := int32(uint32(e)); id >= lo && id < hi && compactEqual(n, ix.normValue(id)) {
+			out = append(out, id)
 		}
 	}
 	return out
@@ -195,6 +242,13 @@ func (ix *Index) Closest(ctx context.Context, table, column, literal string, k i
 		}
 		s.rank(n, ci)
 		all = append(all, s.ranked...)
+		// A name whose code the column stores (or a code whose name it
+		// stores), as the data's own pairs say.
+		for _, other := range ix.counterparts(n, c.Name) {
+			for _, id := range ix.exactIDs(normalize(other), c.Start, c.End) {
+				all = append(all, scored{id: id, score: aliasScore})
+			}
+		}
 	}
 	slices.SortFunc(all, cmpScored)
 	var out []Match

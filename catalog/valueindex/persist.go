@@ -27,12 +27,13 @@ type snapshot struct {
 	Skipped []ColumnStat
 	Raw     []byte
 	RawOff  []uint32
+	Aliases []Alias
 }
 
 // WriteTo writes the index: an 8-byte magic, a uint32 version, then a gob
 // snapshot of the values.
 func (ix *Index) WriteTo(w io.Writer) (int64, error) {
-	snap := snapshot{Cfg: ix.cfg, Cols: ix.cols, Skipped: ix.skipped, Raw: ix.raw, RawOff: ix.rawOff}
+	snap := snapshot{Cfg: ix.cfg, Cols: ix.cols, Skipped: ix.skipped, Raw: ix.raw, RawOff: ix.rawOff, Aliases: ix.aliases}
 	n, err := gobfile.Write(w, fileMagic, fileVersion, &snap)
 	if err != nil {
 		return n, fmt.Errorf("valueindex: %w", err)
@@ -49,7 +50,7 @@ func Read(r io.Reader) (*Index, error) {
 	if err := snap.validate(); err != nil {
 		return nil, err
 	}
-	b := &builder{cfg: snap.Cfg, cols: snap.Cols, skipped: snap.Skipped, raw: snap.Raw, rawOff: snap.RawOff}
+	b := &builder{cfg: snap.Cfg, cols: snap.Cols, skipped: snap.Skipped, raw: snap.Raw, rawOff: snap.RawOff, aliases: snap.Aliases}
 	if b.raw == nil {
 		b.raw = []byte{}
 	}
