@@ -57,13 +57,8 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 
 	// The soft schema lists what is not detailed, when the listing leaves
 	// most of the budget to the details.
-	soft, reserve := false, 0
-	switch {
-	case lx.softTokens <= budget/softShare:
-		soft, reserve = true, lx.softTokens
-	case lx.namesTokens <= budget/softShare:
-		soft, reserve, opts.OtherNamesOnly = true, lx.namesTokens, true
-	}
+	soft, namesOnly, reserve := softMode(lx, budget)
+	opts.OtherNamesOnly = namesOnly
 	sel := catalog.Selection{}
 	var chosen []string
 	used := reserve
@@ -99,6 +94,19 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	}
 	st.Note = fmt.Sprintf("%s %s of %d tables, ~%d tokens", kind, strings.Join(chosen, ", "), len(a.schema0.Tables), estimateTokens(rendered))
 	return chosen
+}
+
+// softMode decides how the tables outside the selection are listed: with
+// their columns, by name only, or not at all (soft false), and what the
+// listing costs.
+func softMode(lx *lexicon, budget int) (soft, namesOnly bool, reserve int) {
+	switch {
+	case lx.softTokens <= budget/softShare:
+		return true, false, lx.softTokens
+	case lx.namesTokens <= budget/softShare:
+		return true, true, lx.namesTokens
+	}
+	return false, false, 0
 }
 
 // softShare: the soft schema's listing of the other tables may take at most

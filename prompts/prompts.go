@@ -119,6 +119,58 @@ func SchemaSelection(p SchemaSelectionParams) (Prompt, error) {
 	return render("schema_selection", p, "schema_selection.schema.json")
 }
 
+// ColumnFilterParams feeds the column filter step (CHESS: filter columns).
+type ColumnFilterParams struct {
+	Question string // required
+	Hint     string
+	// Columns are the candidate columns, each "table.column (type): notes".
+	Columns      []string // required
+	Values       []ValueMatch
+	Descriptions []Description
+}
+
+// ColumnFilterResult is the answer of the column filter step.
+type ColumnFilterResult struct {
+	Columns []string `json:"columns"`
+}
+
+// ColumnFilter renders the column filter prompt (JSON answer:
+// ColumnFilterResult).
+func ColumnFilter(p ColumnFilterParams) (Prompt, error) {
+	if err := required("Question", p.Question); err != nil {
+		return Prompt{}, err
+	}
+	if len(p.Columns) == 0 {
+		return Prompt{}, fmt.Errorf("%w: Columns", ErrMissing)
+	}
+	return render("column_filter", p, "column_filter.schema.json")
+}
+
+// TableSelectionParams feeds the table selection step (CHESS: select
+// tables), shown the schema cut to the filtered columns.
+type TableSelectionParams struct {
+	Question     string // required
+	Hint         string
+	Schema       string // required
+	Values       []ValueMatch
+	Descriptions []Description
+}
+
+// TableSelectionResult is the answer of the table selection step.
+type TableSelectionResult struct {
+	Reasoning string   `json:"reasoning"`
+	Tables    []string `json:"tables"`
+}
+
+// TableSelection renders the table selection prompt (JSON answer:
+// TableSelectionResult).
+func TableSelection(p TableSelectionParams) (Prompt, error) {
+	if err := required("Question", p.Question, "Schema", p.Schema); err != nil {
+		return Prompt{}, err
+	}
+	return render("table_selection", p, "table_selection.schema.json")
+}
+
 // CandidateParams feeds divide-and-conquer candidate generation.
 type CandidateParams struct {
 	Question      string // required

@@ -48,6 +48,14 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 		"schema_selection": func() (Prompt, error) {
 			return SchemaSelection(SchemaSelectionParams{Question: question, Schema: schema, Values: sampleValues, Descriptions: sampleDescriptions})
 		},
+		"column_filter": func() (Prompt, error) {
+			return ColumnFilter(ColumnFilterParams{Question: question, Values: sampleValues, Descriptions: sampleDescriptions, Columns: []string{
+				"stores.id (integer)", "stores.city (text): examples 'Los Angeles', 'Chicago'", "orders.status (order_status)",
+				"orders.total (numeric): order total in USD", "orders.ordered_at (timestamp with time zone)"}})
+		},
+		"table_selection": func() (Prompt, error) {
+			return TableSelection(TableSelectionParams{Question: question, Schema: schema, Values: sampleValues, Descriptions: sampleDescriptions})
+		},
 		"candidate": func() (Prompt, error) {
 			return Candidate(CandidateParams{
 				Question: question, Hint: "last month = the previous calendar month", Schema: schema,
@@ -126,6 +134,8 @@ func TestContracts(t *testing.T) {
 	jsonSteps := map[string]any{
 		"keywords":         KeywordsResult{},
 		"schema_selection": SchemaSelectionResult{},
+		"column_filter":    ColumnFilterResult{},
+		"table_selection":  TableSelectionResult{},
 		"literal":          LiteralResult{},
 	}
 	for name, fn := range cases {
@@ -223,6 +233,12 @@ func TestZeroOptional(t *testing.T) {
 		"schema_selection": func() (Prompt, error) {
 			return SchemaSelection(SchemaSelectionParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
 		},
+		"column_filter": func() (Prompt, error) {
+			return ColumnFilter(ColumnFilterParams{Question: "q?", Columns: []string{"t.a (integer)"}})
+		},
+		"table_selection": func() (Prompt, error) {
+			return TableSelection(TableSelectionParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
+		},
 		"candidate": func() (Prompt, error) {
 			return Candidate(CandidateParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
 		},
@@ -259,6 +275,9 @@ func TestRequired(t *testing.T) {
 	tests := map[string]func() (Prompt, error){
 		"keywords question":  func() (Prompt, error) { return Keywords(KeywordsParams{Hint: "h"}) },
 		"selection schema":   func() (Prompt, error) { return SchemaSelection(SchemaSelectionParams{Question: "q"}) },
+		"filter columns":     func() (Prompt, error) { return ColumnFilter(ColumnFilterParams{Question: "q"}) },
+		"filter question":    func() (Prompt, error) { return ColumnFilter(ColumnFilterParams{Columns: []string{"t.c"}}) },
+		"tables schema":      func() (Prompt, error) { return TableSelection(TableSelectionParams{Question: "q"}) },
 		"candidate question": func() (Prompt, error) { return Candidate(CandidateParams{Schema: "s"}) },
 		"fixer no problem":   func() (Prompt, error) { return Fixer(FixerParams{Question: "q", Schema: "s", SQL: "SELECT 1"}) },
 		"fixer no sql":       func() (Prompt, error) { return Fixer(FixerParams{Question: "q", Schema: "s", Empty: true}) },

@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+)
+
+func TestIdentParts(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"crmTxDate", []string{"crm", "tx", "date"}},
+		{"order_total_usd", []string{"order", "total", "usd"}},
+		{"HTTPServer2", []string{"http", "server", "2"}},
+		{"paperkeyphrase", []string{"paperkeyphrase"}},
+		{"w042", []string{"w", "042"}},
+		{"Order Date", []string{"order", "date"}},
+		{"", nil},
+	} {
+		if got := identParts(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("identParts(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSharedPrefixes(t *testing.T) {
+	parts := func(names ...string) [][]string {
+		var out [][]string
+		for _, n := range names {
+			out = append(out, identParts(n))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		names []string
+		want  []string
+	}{
+		{[]string{"crmAccount", "crmTransaction", "crmTxLine", "crmContact", "audit"}, []string{"crm"}},
+		{[]string{"tbl_orders", "tbl_customers", "tbl_items"}, []string{"tbl"}},
+		{[]string{"orders", "customers", "order_items"}, nil},      // one multi-part name
+		{[]string{"order_items", "order_notes", "customers"}, nil}, // too few to learn from
+		{[]string{"cust_id", "cust_name", "cust_city", "created"}, []string{"cust"}},
+	} {
+		got := sharedPrefixes(parts(tt.names...))
+		var keys []string
+		for k := range got {
+			keys = append(keys, k)
+		}
+		if !slices.Equal(keys, tt.want) {
+			t.Errorf("sharedPrefixes(%q) = %q, want %q", tt.names, keys, tt.want)
+		}
+	}
+}
+
+func TestSegment(t *testing.T) {
+	vocab := map[string]bool{"paper": true, "keyphrase": true, "key": true, "phrase": true, "id": true, "author": true, "dataset": true}
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"paperkeyphrase", []string{"paper", "keyphrase"}}, // fewest words
+		{"paperid", []string{"paper", "id"}},
+		{"authorid", []string{"author", "id"}},
+		{"paper", nil},     // one word is no split
+		{"paperxyz", nil},  // not all vocabulary
+		{"keyphrase", nil}, // the word itself is in the vocabulary, but so is key+phrase: fewest is 1 → nil
+	} {
+		v := vocab
+		if tt.in == "keyphrase" {
+			v = map[string]bool{"key": true, "phrase": true}
+			tt.want = []string{"key", "phrase"}
+		}
+		if got := segment(tt.in, v); !slices.Equal(got, tt.want) {
+			t.Errorf("segment(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestKeyLike(t *testing.T) {
+	for name, want := range map[string]bool{"aid": true, "business_id": true, "state_code": true, "PartNo": false, "part_no": true,
+		"name": false, "paid": true, "year": false, "ownerKey": true} {
+		if got := keyLike(name); got != want {
+			t.Errorf("keyLike(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func col(name, typ, comment string) catalog.Column {
+	return catalog.Column{Name: name, Type: typ, Nullable: true, Comment: comment}
+}
+
+// linkSchema: a crm schema with a shared table prefix and camelCase names,
+// and a scholar schema without declared keys, where writes joins author
+// and paper by same-named id columns.
+func linkSchema() *catalog.Schema {
+	s := &catalog.Schema{Tables: []catalog.Table{
+		{Schema: "crm", Name: "crmAccount", Kind: catalog.KindTable, RowEstimate: 10, PrimaryKey: []string{"crmAccountId"},
+			Columns: []catalog.Column{col("crmAccountId", "integer", ""), col("crmAccountName", "text", ""), col("crmRegion", "text", "")}},
+		{Schema: "crm", Name: "crmTransaction", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns:     []catalog.Column{col("crmTxId", "integer", ""), col("crmAccountId", "integer", ""), col("crmTxDate", "date", ""), col("crmTxAmount", "numeric", "")},
+			ForeignKeys: []catalog.ForeignKey{{Columns: []string{"crmAccountId"}, RefSchema: "crm", RefTable: "crmAccount", RefColumns: []string{"crmAccountId"}}}},
+		{Schema: "crm", Name: "crmContact", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("crmContactId", "integer", ""), col("crmEmail", "text", "")}},
+		{Schema: "scholar", Name: "author", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("authorid", "bigint", ""), col("authorname", "text", "full name of the author")}},
+		{Schema: "scholar", Name: "paper", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("paperid", "bigint", ""), col("title", "text", ""), col("year", "bigint", ""), col("venueid", "bigint", "")}},
+		{Schema: "scholar", Name: "writes", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("paperid", "bigint", ""), col("authorid", "bigint", "")}},
+		{Schema: "scholar", Name: "venue", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("venueid", "bigint", ""), col("venuename", "text", "")}},
+		{Schema: "scholar", Name: "paperkeyphrase", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("paperid", "bigint", ""), col("keyphraseid", "bigint", "")}},
+		{Schema: "scholar", Name: "keyphrase", Kind: catalog.KindTable, RowEstimate: 10,
+			Columns: []catalog.Column{col("keyphraseid", "bigint", ""), col("keyphrasename", "text", "")}},
+	}}
+	// Padding tables, so the whole schema exceeds the small budgets below.
+	for i := 0; i < 30; i++ {
+		cols := []catalog.Column{col("id", "integer", "")}
+		for j := 0; j < 8; j++ {
+			cols = append(cols, col("measurement_value_"+string(rune('a'+j)), "numeric", "a measurement of the instrument"))
+		}
+		s.Tables = append(s.Tables, catalog.Table{Schema: "lab", Name: "instrument_log_" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Kind: catalog.KindTable, RowEstimate: 10, Columns: cols})
+	}
+	return s
+}
+
+func TestSelectSchemaLinking(t *testing.T) {
+	s := linkSchema()
+	e := &Engine{}
+	e.applyDefaults()
+	for _, tt := range []struct {
+		question string
+		want     []string // detailed, in any order
+		absent   []string
+	}{
+		{"total amount of transactions per account region", []string{"crm.crmTransaction", "crm.crmAccount"}, []string{"crm.crmContact"}},
+		{"how many papers has each author written", []string{"scholar.author", "scholar.paper", "scholar.writes"}, nil},
+		{"papers with the keyphrase deep learning", []string{"scholar.paper", "scholar.keyphrase", "scholar.paperkeyphrase"}, nil},
+		{"the email of every contact", []string{"crm.crmContact"}, []string{"scholar.paper"}},
+	} {
+		a := &ask{req: Request{Question: tt.question}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords(tt.question)}
+		got := e.selectSchemaBudget(a, 1000)
+		for _, w := range tt.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%q: selected %q, lacks %s", tt.question, got, w)
+			}
+		}
+		for _, w := range tt.absent {
+			if slices.Contains(got, w) {
+				t.Errorf("%q: selected %q, includes %s", tt.question, got, w)
+			}
+		}
+		if n := estimateTokens(a.schema); n > 1000 {
+			t.Errorf("%q: ~%d tokens over the 1000 budget", tt.question, n)
+		}
+		// The soft schema names every other table.
+		if !strings.Contains(a.schema, "instrument_log_aa") {
+			t.Errorf("%q: the soft schema does not list the other tables:\n%s", tt.question, a.schema)
+		}
+	}
+}
+
+// A wide table is cut to the columns that matter plus its keys; the others
+// are listed by name.
+func TestSelectSchemaColumnFilter(t *testing.T) {
+	s := linkSchema()
+	cols := []catalog.Column{col("flight_id", "integer", ""), col("airline_code", "text", ""), col("departure_time", "bigint", "")}
+	for _, n := range []string{"meal", "aircraft", "stops", "connections", "dual", "range", "weight", "capacity", "payload", "speed", "pressurized"} {
+		cols = append(cols, col(n+"_info", "text", ""))
+	}
+	s.Tables = append(s.Tables, catalog.Table{Schema: "atis", Name: "flight", Kind: catalog.KindTable, RowEstimate: 10, PrimaryKey: []string{"flight_id"}, Columns: cols})
+	e := &Engine{}
+	e.applyDefaults()
+	q := "departure time of each flight"
+	a := &ask{req: Request{Question: q}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords(q)}
+	got := e.selectSchemaBudget(a, 1000)
+	if !slices.Contains(got, "atis.flight") {
+		t.Fatalf("selected %q, lacks atis.flight", got)
+	}
+	for _, want := range []string{"departure_time bigint", "flight_id integer", "other columns: airline_code"} {
+		if !strings.Contains(a.schema, want) {
+			t.Errorf("schema lacks %q:\n%s", want, a.schema)
+		}
+	}
+	if strings.Contains(a.schema, "meal_info text") {
+		t.Errorf("schema details a column the question does not need:\n%s", a.schema)
+	}
+}
+
+// The lexicon, with the full rendering's size, is computed once per schema
+// fingerprint, not per ask.
+func TestLexiconCached(t *testing.T) {
+	s := linkSchema()
+	s.Fingerprint = "fp1"
+	var l lexicons
+	a, b := l.get(s), l.get(s)
+	if a != b {
+		t.Error("the same fingerprint built the lexicon twice")
+	}
+	s2 := linkSchema()
+	s2.Tables = s2.Tables[:3]
+	s2.Fingerprint = "fp2"
+	if c := l.get(s2); c == a || len(c.tables) != 3 {
+		t.Errorf("another fingerprint got the first schema's lexicon (%d tables)", len(c.tables))
+	}
+	if a.fullTokens != estimateTokens(s.RenderFull(catalog.RenderOptions{})) {
+		t.Errorf("fullTokens %d, rendering is ~%d", a.fullTokens, estimateTokens(s.RenderFull(catalog.RenderOptions{})))
+	}
+}
+
+// A value hit ranks the table that stores it.
+func TestSelectSchemaValueHit(t *testing.T) {
+	s := linkSchema()
+	e := &Engine{}
+	e.applyDefaults()
+	q := "everything about Zanzibar"
+	a := &ask{req: Request{Question: q}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords(q),
+		values: []valueindex.Match{{Schema: "scholar", Table: "venue", Column: "venuename", Value: "Zanzibar", Score: 1, Keyword: "Zanzibar", Exact: true}}}
+	if got := e.selectSchemaBudget(a, 1000); len(got) == 0 || got[0] != "scholar.venue" {
+		t.Errorf("selected %q, want scholar.venue first", got)
+	}
+}
+
+func modelEngine(t *testing.T, fake *fakeollama.Server) *Engine {
+	t.Helper()
+	client, err := llm.New(llm.Config{
+		Host:        fake.URL(),
+		Models:      map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
+		CallTimeout: 2 * time.Second,
+		MaxRetries:  -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{LLM: client, SchemaMaxTokens: 1000}
+	e.applyDefaults()
+	return e
+}
+
+const (
+	filterPrompt    = "mark the ones that could help answer"
+	tablesPrompt    = "You choose the tables of a PostgreSQL database"
+	selectionPrompt = "You choose the tables and columns"
+)
+
+func TestSelectSchemaWithModel(t *testing.T) {
+	ctx := context.Background()
+	q := "how many papers has each author written"
+	tests := []struct {
+		name                    string
+		filter, tables, columns string
+		want, absent            []string // substrings of the final schema
+		calls                   int
+		kept                    bool // the deterministic selection stays
+	}{
+		{
+			name:    "three steps, join path and keys kept",
+			filter:  `{"columns": ["scholar.author.authorname", "scholar.paper.title"]}`,
+			tables:  `{"reasoning": "authors and papers", "tables": ["scholar.author", "scholar.paper"]}`,
+			columns: `{"reasoning": "", "tables": ["scholar.author", "scholar.paper", "scholar.writes"], "columns": {"scholar.author": ["authorname"], "scholar.paper": ["title"]}}`,
+			// writes joins the two and is added; authorid/paperid are join columns.
+			want:   []string{"CREATE TABLE scholar.writes", "authorid bigint", "paperid bigint", "authorname text", "title text"},
+			absent: []string{"CREATE TABLE scholar.venue", "year bigint"},
+			calls:  3,
+		},
+		{
+			name:    "unusable filter answer keeps every column",
+			filter:  `not json`,
+			tables:  `{"reasoning": "", "tables": ["scholar.author", "scholar.writes", "scholar.paper"]}`,
+			columns: `{"reasoning": "", "tables": [], "columns": {}}`,
+			want:    []string{"CREATE TABLE scholar.writes", "CREATE TABLE scholar.author", "year bigint"},
+			calls:   4, // the unusable answer is asked for once more
+
+		},
+		{
+			name:    "unknown tables keep the deterministic selection",
+			filter:  `{"columns": ["scholar.author.authorname"]}`,
+			tables:  `{"reasoning": "", "tables": ["people", "documents"]}`,
+			columns: `{"reasoning": "", "tables": [], "columns": {}}`,
+			calls:   2,
+			kept:    true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := fakeollama.New(t, fakeollama.Options{})
+			fake.SetRules(
+				fakeollama.Rule{Name: "filter", PromptContains: []string{filterPrompt}, Reply: tt.filter},
+				fakeollama.Rule{Name: "tables", PromptContains: []string{tablesPrompt}, Reply: tt.tables},
+				fakeollama.Rule{Name: "columns", PromptContains: []string{selectionPrompt}, Reply: tt.columns},
+			)
+			e := modelEngine(t, fake)
+			a := &ask{req: Request{Question: q}, schema0: linkSchema(), trace: &Trace{}, keywords: lexicalKeywords(q)}
+			e.selectSchema(a)
+			before := a.schema
+			if err := e.selectSchemaWithModel(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			st := a.trace.Stages[len(a.trace.Stages)-1]
+			if st.Name != "schema-model" || st.LLMCalls != tt.calls {
+				t.Errorf("stage %q with %d calls, want schema-model with %d (%s)", st.Name, st.LLMCalls, tt.calls, st.Note)
+			}
+			if tt.kept {
+				if a.schema != before {
+					t.Errorf("the deterministic selection was replaced:\n%s", a.schema)
+				}
+				return
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(a.schema, w) {
+					t.Errorf("schema lacks %q:\n%s", w, a.schema)
+				}
+			}
+			for _, w := range tt.absent {
+				if strings.Contains(a.schema, w) {
+					t.Errorf("schema has %q:\n%s", w, a.schema)
+				}
+			}
+			if n := estimateTokens(a.schema); n > e.SchemaMaxTokens {
+				t.Errorf("~%d tokens over the budget", n)
+			}
+		})
+	}
+}

@@ -1,0 +1,279 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/prompts"
+)
+
+// maxFilterLines bounds the column filter prompt: the candidate columns
+// listed for the model, best tables first.
+const maxFilterLines = 400
+
+// selectSchemaWithModel refines the deterministic selection with the model,
+// as CHESS's schema selector does, in three calls: filter the candidate
+// tables' columns, select tables from the schema cut to the kept columns,
+// select columns of those tables. PK/FK and join columns are always kept and
+// tables that join two selected ones are added, so the join path survives
+// whatever the model drops. An unusable answer at any step degrades to the
+// step's input; if nothing usable comes back, a.schema (the deterministic
+// selection, which must have run) stays as it is. It is meant for the
+// balanced and max profiles (3 calls).
+func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
+	st := a.trace.begin("schema-model")
+	defer a.trace.end(st)
+	call := func(role llm.Role, step string, p prompts.Prompt, out any) error {
+		resp, err := llm.ChatJSON(ctx, e.LLM, e.chat(role, step, p, 0), out)
+		st.LLMCalls += max(resp.Attempts, 1)
+		st.PromptTokens += resp.PromptTokens
+		st.CompletionTokens += resp.CompletionTokens
+		return err
+	}
+	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
+	if a.sess != nil {
+		opts.SearchPath = a.sess.searchPath
+	}
+	lx := e.lex.get(a.schema0)
+	q := questionTerms(a.req.Question, a.keywords)
+	sc := lx.tableScores(q, a.values, a.descs)
+	lx.cohere(sc)
+	cands := lx.order(sc)
+	if len(cands) == 0 {
+		st.Note = "no candidate tables; deterministic selection kept"
+		return nil
+	}
+	names := newDisplayNames(a.schema0, opts.SearchPath)
+	valueCols := map[string]bool{}
+	for _, m := range a.values {
+		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
+	}
+	var notes []string
+
+	// 1. Filter columns.
+	var lines []string
+	type colRef struct{ table, column string }
+	byLine := map[string]colRef{}
+	for _, i := range cands {
+		t := a.schema0.Table(lx.tables[i].key)
+		for _, c := range t.Columns {
+			if len(lines) == maxFilterLines {
+				break
+			}
+			ref := names.of(t) + "." + c.Name
+			byLine[strings.ToLower(ref)] = colRef{lx.tables[i].key, c.Name}
+			lines = append(lines, columnLine(ref, t, &c, opts.Examples))
+		}
+	}
+	kept := map[string][]string{} // table key → kept columns
+	p, err := prompts.ColumnFilter(prompts.ColumnFilterParams{Question: a.req.Question, Columns: lines,
+		Values: promptValues(a.values), Descriptions: promptDescriptions(a.descs)})
+	if err != nil {
+		return err
+	}
+	var filtered prompts.ColumnFilterResult
+	switch err := call(llm.RoleSmall, "column-filter", p, &filtered); {
+	case errors.Is(err, llm.ErrBadOutput):
+		notes = append(notes, "filter: unusable answer, all columns kept")
+		for _, i := range cands {
+			kept[lx.tables[i].key] = nil
+		}
+	case err != nil:
+		return err
+	default:
+		for _, s := range filtered.Columns {
+			if r, ok := byLine[strings.ToLower(strings.Trim(strings.TrimSpace(s), `"`))]; ok && !slices.Contains(kept[r.table], r.column) {
+				kept[r.table] = append(kept[r.table], r.column)
+			}
+		}
+		notes = append(notes, fmt.Sprintf("filter: %d of %d columns", len(filtered.Columns), len(lines)))
+	}
+	if len(kept) == 0 {
+		st.Note = strings.Join(append(notes, "no column kept; deterministic selection kept"), "; ")
+		return nil
+	}
+
+	// 2. Select tables, shown the schema cut to the kept columns.
+	sel := catalog.Selection{}
+	for k, cols := range kept {
+		sel[k] = cols
+	}
+	p, err = prompts.TableSelection(prompts.TableSelectionParams{Question: a.req.Question, Schema: a.schema0.RenderSelected(sel, opts),
+		Values: promptValues(a.values), Descriptions: promptDescriptions(a.descs)})
+	if err != nil {
+		return err
+	}
+	var tablesAns prompts.TableSelectionResult
+	var tables []int
+	switch err := call(llm.RoleGenerator, "table-selection", p, &tablesAns); {
+	case errors.Is(err, llm.ErrBadOutput):
+		notes = append(notes, "tables: unusable answer, filtered tables kept")
+		for _, i := range cands {
+			if _, ok := kept[lx.tables[i].key]; ok {
+				tables = append(tables, i)
+			}
+		}
+	case err != nil:
+		return err
+	default:
+		for _, name := range tablesAns.Tables {
+			if t := a.schema0.TableOnPath(strings.Trim(strings.TrimSpace(name), `"`), opts.SearchPath); t != nil {
+				if i, ok := lx.index[t.Schema+"."+t.Name]; ok && !slices.Contains(tables, i) {
+					tables = append(tables, i)
+				}
+			}
+		}
+	}
+	if len(tables) == 0 {
+		st.Note = strings.Join(append(notes, "no known table chosen; deterministic selection kept"), "; ")
+		return nil
+	}
+	tables = lx.withJoinPaths(tables, sc)
+
+	// 3. Select columns of the chosen tables, shown whole.
+	sel = catalog.Selection{}
+	for _, i := range tables {
+		sel[lx.tables[i].key] = nil
+	}
+	p, err = prompts.SchemaSelection(prompts.SchemaSelectionParams{Question: a.req.Question, Schema: a.schema0.RenderSelected(sel, opts),
+		Values: promptValues(a.values), Descriptions: promptDescriptions(a.descs)})
+	if err != nil {
+		return err
+	}
+	var colsAns prompts.SchemaSelectionResult
+	chosenCols := map[int][]string{}
+	switch err := call(llm.RoleGenerator, "column-selection", p, &colsAns); {
+	case errors.Is(err, llm.ErrBadOutput):
+		notes = append(notes, "columns: unusable answer, all columns of the chosen tables")
+	case err != nil:
+		return err
+	default:
+		for name, cols := range colsAns.Columns {
+			t := a.schema0.TableOnPath(strings.Trim(strings.TrimSpace(name), `"`), opts.SearchPath)
+			if t == nil {
+				continue
+			}
+			i, ok := lx.index[t.Schema+"."+t.Name]
+			if !ok || !slices.Contains(tables, i) {
+				continue
+			}
+			for _, c := range cols {
+				if c = strings.Trim(strings.TrimSpace(c), `"`); t.Column(c) != nil && !slices.Contains(chosenCols[i], c) {
+					chosenCols[i] = append(chosenCols[i], c)
+				}
+			}
+		}
+	}
+	sel = catalog.Selection{}
+	var chosen []string
+	for _, i := range tables {
+		lt := &lx.tables[i]
+		var cols []string
+		if len(chosenCols[i]) > 0 {
+			cols = chosenCols[i]
+			// Keys and join columns, and columns holding a retrieved value,
+			// stay whatever the model said.
+			for _, c := range lt.cols {
+				if (lt.keys[c.name] || valueCols[lt.key+"."+c.name]) && !slices.Contains(cols, c.name) {
+					cols = append(cols, c.name)
+				}
+			}
+		}
+		sel[lt.key] = cols
+		chosen = append(chosen, lt.key)
+	}
+	soft, namesOnly, _ := softMode(lx, e.SchemaMaxTokens)
+	opts.OtherNamesOnly = namesOnly
+	rendered := a.schema0.RenderSelected(sel, opts)
+	if soft {
+		rendered = a.schema0.RenderSoft(sel, opts)
+	}
+	if estimateTokens(rendered) > e.SchemaMaxTokens {
+		st.Note = strings.Join(append(notes, fmt.Sprintf("choice of ~%d tokens exceeds the budget; deterministic selection kept", estimateTokens(rendered))), "; ")
+		return nil
+	}
+	a.schema = rendered
+	st.Note = strings.Join(append(notes, fmt.Sprintf("chosen %s, ~%d tokens", strings.Join(chosen, ", "), estimateTokens(rendered))), "; ")
+	return nil
+}
+
+// withJoinPaths adds, for each two chosen tables that do not join directly
+// and have no chosen table between them, the best-scoring table that joins
+// both.
+func (lx *lexicon) withJoinPaths(tables []int, sc []float64) []int {
+	in := map[int]bool{}
+	for _, t := range tables {
+		in[t] = true
+	}
+	out := slices.Clone(tables)
+	for x := 0; x < len(tables); x++ {
+		for y := x + 1; y < len(tables); y++ {
+			a, b := tables[x], tables[y]
+			if slices.Contains(lx.adj[a], b) {
+				continue
+			}
+			if br := lx.bridge(a, b, sc, in); br >= 0 {
+				out = append(out, br)
+				in[br] = true
+			}
+		}
+	}
+	return out
+}
+
+// columnLine is one column as the filter step lists it:
+// "table.column (type): comment; examples 'a', 'b'".
+func columnLine(ref string, t *catalog.Table, c *catalog.Column, retrieved map[string][]string) string {
+	var notes []string
+	if c.Comment != "" {
+		notes = append(notes, strings.Join(strings.Fields(c.Comment), " "))
+	}
+	ex := slices.Clone(retrieved[t.Schema+"."+t.Name+"."+c.Name])
+	if c.Stats != nil {
+		for _, v := range c.Stats.Examples {
+			if len(ex) < 3 && !slices.Contains(ex, v) {
+				ex = append(ex, v)
+			}
+		}
+	}
+	if len(ex) > 0 {
+		q := make([]string, len(ex))
+		for i, v := range ex {
+			q[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		}
+		notes = append(notes, "examples "+strings.Join(q, ", "))
+	}
+	line := ref + " (" + c.Type + ")"
+	if len(notes) > 0 {
+		line += ": " + strings.Join(notes, "; ")
+	}
+	return line
+}
+
+// displayNames spells tables as the renderer does for a search path: bare
+// when that name finds the table, schema-qualified otherwise.
+type displayNames struct {
+	s    *catalog.Schema
+	path []string
+}
+
+func newDisplayNames(s *catalog.Schema, path []string) displayNames {
+	if len(path) == 0 {
+		path = []string{"public"}
+	}
+	return displayNames{s, path}
+}
+
+func (n displayNames) of(t *catalog.Table) string {
+	if slices.Contains(n.path, t.Schema) {
+		if u := n.s.TableOnPath(t.Name, n.path); u != nil && u.Schema == t.Schema {
+			return t.Name
+		}
+	}
+	return t.Schema + "." + t.Name
+}
