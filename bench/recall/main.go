@@ -72,7 +72,7 @@ func run(ctx context.Context, dir string, only []string, budgets []int, verbose 
 		return err
 	}
 	defer c.Stop()
-	snap, qs, err := setup(ctx, c, dir, only, qs)
+	snap, qs, err := setup(ctx, c, "sqleval_merged", dir, only, qs)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func run(ctx context.Context, dir string, only []string, budgets []int, verbose 
 // setup loads the databases the questions use (restricted to only, when
 // given) into one database of cluster c and builds its catalog snapshot.
 // It returns the questions of the loaded databases.
-func setup(ctx context.Context, c *pgtest.Cluster, dir string, only []string, qs []question) (*catalog.Snapshot, []question, error) {
+func setup(ctx context.Context, c *pgtest.Cluster, name, dir string, only []string, qs []question) (*catalog.Snapshot, []question, error) {
 	var dbs []string
 	seen := map[string]bool{}
 	for _, q := range qs {
@@ -106,7 +106,6 @@ func setup(ctx context.Context, c *pgtest.Cluster, dir string, only []string, qs
 	if len(dbs) == 0 {
 		return nil, nil, fmt.Errorf("no questions for databases %v", only)
 	}
-	const name = "sqleval_merged"
 	if err := c.CreateDatabase(ctx, name); err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+func TestExpandBraces(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"SELECT {a.x, a.y} FROM a GROUP BY {}", "SELECT a.x, a.y FROM a GROUP BY a.x, a.y"},
+		{"SELECT {a.x,a.y}, count(*) FROM a GROUP BY {} ORDER BY 2", "SELECT a.x,a.y, count(*) FROM a GROUP BY a.x,a.y ORDER BY 2"},
+		{"SELECT 1", "SELECT 1"},
+	} {
+		if got := expandBraces(tt.in); got != tt.want {
+			t.Errorf("expandBraces(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestGoldTables(t *testing.T) {
+	for _, tt := range []struct {
+		query string
+		want  [][]string
+	}{
+		{"SELECT {author.name, author.aid} FROM author WHERE author.aid IN (SELECT w.aid FROM writes w JOIN DOMAIN d ON true);",
+			[][]string{{"author", "domain", "writes"}}},
+		{"WITH t AS (SELECT * FROM paper) SELECT count(*) FROM t JOIN writes USING (paperid);SELECT count(*) FROM paper p;",
+			[][]string{{"paper", "writes"}, {"paper"}}},
+		{"SELECT name FROM business WHERE state = 'CA;NY'", [][]string{{"business"}}},
+	} {
+		alts, err := goldAlternatives(tt.query)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.query, err)
+		}
+		var got [][]string
+		for _, a := range alts {
+			ts, err := goldTables(a)
+			if err != nil {
+				t.Fatalf("%q: %v", a, err)
+			}
+			got = append(got, ts)
+		}
+		if !slices.EqualFunc(got, tt.want, slices.Equal) {
+			t.Errorf("%q: tables %q, want %q", tt.query, got, tt.want)
+		}
+	}
+}
+
+func TestGoldLiterals(t *testing.T) {
+	lits, err := goldLiterals("SELECT * FROM business b WHERE b.state = 'CA' AND b.name ILIKE '%Taco%' AND b.city IN ('New York', 'Boston') AND b.x LIKE 'a%b'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []goldLiteral{{"state", "CA", false}, {"name", "Taco", true}, {"city", "New York", false}, {"city", "Boston", false}}
+	if !slices.Equal(lits, want) {
+		t.Errorf("literals %+v, want %+v", lits, want)
+	}
+}
+
+// The whole pipeline on two of the databases, merged into one database:
+// every question's gold tables parse and resolve, and the selection finds
+// them at 4,000 tokens for nearly all (the full run is go run ./bench/recall).
+func TestRecallPipeline(t *testing.T) {
+	c := pgtest.New(t, pgtest.Options{})
+	ctx := context.Background()
+	dir := filepath.Join("..", "..", "datasets", "sql-eval")
+	qs, err := readQuestions(filepath.Join(dir, "questions.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, qs, err := setup(ctx, c, pgtest.UniqueName(t, "recall"), dir, []string{"restaurants", "geography"}, qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 50 {
+		t.Fatalf("%d questions for restaurants and geography, want 50", len(qs))
+	}
+	for _, want := range []string{"restaurants.restaurant", "geography.state"} {
+		tb := snap.Schema.Table(want)
+		if tb == nil {
+			t.Fatalf("merged schema lacks %s", want)
+		}
+		commented := false
+		for _, col := range tb.Columns {
+			commented = commented || col.Comment != ""
+		}
+		if !commented {
+			t.Errorf("%s: the column descriptions were not loaded as comments", want)
+		}
+	}
+	rep, err := evaluate(ctx, snap, qs, []int{1000, 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := rep.Rows[""]
+	if all.Questions != 50 {
+		t.Fatalf("evaluated %d questions", all.Questions)
+	}
+	if all.Hits[1] < all.Hits[0] {
+		t.Errorf("recall falls with a larger budget: %v", all.Hits)
+	}
+	if r := float64(all.Hits[1]) / float64(all.Questions); r < 0.95 {
+		t.Errorf("gold-table recall at 4,000 tokens %.2f, want ≥ 0.95; misses: %+v", r, rep.Misses)
+	}
+	if all.Literals == 0 || all.LiteralsFound == 0 {
+		t.Errorf("value retrieval measured on %d literals, %d found", all.Literals, all.LiteralsFound)
+	}
+}
