@@ -214,7 +214,7 @@ func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOp
 		t := &s.Tables[i]
 		if _, ok := chosen[i]; !ok {
 			if soft && opts.OtherNamesOnly {
-				others = append(others, names.name(i))
+				others = append(others, names.name(i)+TableSummary(t))
 			} else if soft {
 				cols := make([]string, len(t.Columns))
 				for k, c := range t.Columns {
@@ -407,6 +407,30 @@ func identList(cols []string) string {
 		q[i] = QuoteIdent(c)
 	}
 	return strings.Join(q, ", ")
+}
+
+// maxSummary bounds a table summary in a names-only listing.
+const maxSummary = 60
+
+// TableSummary is how a names-only listing describes a table: the first
+// sentence of its comment, cut to about 60 bytes at a word, in parentheses
+// after a space; "" for a table without a comment.
+func TableSummary(t *Table) string {
+	c := oneLine(t.Comment)
+	if c == "" {
+		return ""
+	}
+	if i := strings.IndexAny(c, ".;\n"); i > 0 {
+		c = c[:i]
+	}
+	if len(c) > maxSummary {
+		cut := strings.LastIndexByte(c[:maxSummary], ' ')
+		if cut <= 0 {
+			cut = maxSummary
+		}
+		c = strings.TrimRight(c[:cut], " ,:-") + "…"
+	}
+	return " (" + c + ")"
 }
 
 func oneLine(s string) string {

@@ -50,6 +50,9 @@ func TestRenderGolden(t *testing.T) {
 				"-- view customer_order_totals (",
 			},
 			[]string{"list_price numeric"}},
+		{"soft_names", s.RenderSoft(sel, catalog.RenderOptions{Examples: ex, OtherNamesOnly: true}),
+			[]string{"-- Other tables: ", "products", "customer_order_totals"},
+			[]string{"(product_id, sku", "list_price numeric", "-- table products"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +68,19 @@ func TestRenderGolden(t *testing.T) {
 			}
 			golden(t, tc.name, tc.got)
 		})
+	}
+}
+
+func TestTableSummary(t *testing.T) {
+	for _, tt := range []struct{ comment, want string }{
+		{"", ""},
+		{"Customer orders. One row per order.", " (Customer orders)"},
+		{"  Orders\n placed online  ", " (Orders placed online)"},
+		{"One row per shipment of an order line to a customer address, with carrier and tracking details", " (One row per shipment of an order line to a customer…)"},
+	} {
+		if got := catalog.TableSummary(&catalog.Table{Comment: tt.comment}); got != tt.want {
+			t.Errorf("TableSummary(%q) = %q, want %q", tt.comment, got, tt.want)
+		}
 	}
 }
 

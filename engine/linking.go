@@ -357,7 +357,7 @@ func (lx *lexicon) measure(s *catalog.Schema) {
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		soft += len(t.Kind) + len(t.Schema) + len(t.Name) + 8
-		names += len(t.Schema) + len(t.Name) + 3
+		names += len(t.Schema) + len(t.Name) + 3 + len(catalog.TableSummary(t))
 		for _, c := range t.Columns {
 			soft += len(c.Name) + 2
 		}
