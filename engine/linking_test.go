@@ -332,3 +332,41 @@ func TestSelectSchemaWithModel(t *testing.T) {
 		})
 	}
 }
+
+// A name the question uses is corrected to the code the column stores, as a
+// table of the same database pairs them (item: literal handling).
+func TestTranslateAliasLiteral(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.cluster.Exec(ctx, "postgres", `
+		CREATE TABLE us_state (state_code text PRIMARY KEY, state_name text NOT NULL);
+		INSERT INTO us_state VALUES ('CA', 'California'), ('NY', 'New York'), ('TX', 'Texas');
+		CREATE TABLE shop (id int PRIMARY KEY, shop_name text, state text);
+		INSERT INTO shop VALUES (1, 'Corner Books', 'CA'), (2, 'Deli', 'NY'), (3, 'Feed', 'CA');`); err != nil {
+		t.Fatal(err)
+	}
+	q := "how many shops are in California"
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["shops"], "entities": ["California"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM shop WHERE state = 'California'")},
+	)
+	res, err := f.engine(t).Translate(ctx, f.request(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.SQL(), "state = 'CA'") {
+		t.Errorf("SQL %q: the literal was not corrected to the stored code", res.SQL())
+	}
+	// The candidate prompt already showed the stored code for "California".
+	var prompt string
+	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Content, candidatePrompt) {
+				prompt = m.Content
+			}
+		}
+	}
+	if !strings.Contains(prompt, "shop.state contains 'CA'") {
+		t.Errorf("candidate prompt does not show shop.state 'CA':\n%s", prompt)
+	}
+}
