@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -262,6 +263,7 @@ func TestSelectSchemaWithModel(t *testing.T) {
 		want, absent            []string // substrings of the final schema
 		calls                   int
 		kept                    bool // the deterministic selection stays
+		maxCalls                int  // the profile's cap (0: 30)
 	}{
 		{
 			name:    "three steps, join path and keys kept",
@@ -283,6 +285,15 @@ func TestSelectSchemaWithModel(t *testing.T) {
 
 		},
 		{
+			name:     "a spent budget degrades each step to its input",
+			filter:   `{"columns": ["scholar.author.authorname", "scholar.paper.title", "scholar.writes.paperid"]}`,
+			maxCalls: 1,
+			// tables and columns steps find no call left: every filtered
+			// table, whole.
+			want:  []string{"CREATE TABLE scholar.writes", "CREATE TABLE scholar.author", "year bigint"},
+			calls: 1,
+		},
+		{
 			name:    "unknown tables keep the deterministic selection",
 			filter:  `{"columns": ["scholar.author.authorname"]}`,
 			tables:  `{"reasoning": "", "tables": ["people", "documents"]}`,
@@ -300,7 +311,8 @@ func TestSelectSchemaWithModel(t *testing.T) {
 				fakeollama.Rule{Name: "columns", PromptContains: []string{selectionPrompt}, Reply: tt.columns},
 			)
 			e := modelEngine(t, fake)
-			a := &ask{req: Request{Question: q}, schema0: linkSchema(), trace: &Trace{}, keywords: lexicalKeywords(q)}
+			a := &ask{req: Request{Question: q}, schema0: linkSchema(), trace: &Trace{}, keywords: lexicalKeywords(q),
+				client: budgetClient{Client: e.LLM, b: &budget{maxCalls: cmp.Or(tt.maxCalls, 30)}}}
 			e.selectSchema(a)
 			before := a.schema
 			if err := e.selectSchemaWithModel(ctx, a); err != nil {

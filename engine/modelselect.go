@@ -23,22 +23,25 @@ const maxFilterLines = 400
 // tables that join two selected ones are added, so the join path survives
 // whatever the model drops. An unusable answer at any step degrades to the
 // step's input; if nothing usable comes back, a.schema (the deterministic
-// selection, which must have run) stays as it is. It is meant for the
-// balanced and max profiles (3 calls).
+// selection, which must have run) stays as it is. Profiles with
+// ModelSchemaSelection (balanced, max) run it when the whole schema does not
+// fit the budget: 3 calls.
 func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
-	st := a.trace.begin("schema-model")
-	defer a.trace.end(st)
-	call := func(role llm.Role, step string, p prompts.Prompt, out any) error {
-		resp, err := llm.ChatJSON(ctx, e.LLM, e.chat(role, step, p, 0), out)
-		st.LLMCalls += max(resp.Attempts, 1)
-		st.PromptTokens += resp.PromptTokens
-		st.CompletionTokens += resp.CompletionTokens
-		return err
-	}
 	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
 	if a.sess != nil {
 		opts.SearchPath = a.sess.searchPath
 	}
+	if lx := e.lex.get(a.schema0); lx.fullTokens+examplesTokens(a.values) <= e.SchemaMaxTokens {
+		return nil // the whole schema fits: nothing to select
+	}
+	st := a.trace.begin("schema-model")
+	defer a.trace.end(st)
+	small, gen := e.model(a, st, llm.RoleSmall), e.model(a, st, llm.RoleGenerator)
+	call := func(m Model, p prompts.Prompt, out any) error {
+		return m.JSON(ctx, p, 0, out)
+	}
+	// An unusable answer, or a spent budget, degrades a step to its input.
+	degraded := func(err error) bool { return errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) }
 	lx := e.lex.get(a.schema0)
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
@@ -77,8 +80,8 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 		return err
 	}
 	var filtered prompts.ColumnFilterResult
-	switch err := call(llm.RoleSmall, "column-filter", p, &filtered); {
-	case errors.Is(err, llm.ErrBadOutput):
+	switch err := call(small, p, &filtered); {
+	case degraded(err):
 		notes = append(notes, "filter: unusable answer, all columns kept")
 		for _, i := range cands {
 			kept[lx.tables[i].key] = nil
@@ -110,8 +113,8 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	}
 	var tablesAns prompts.TableSelectionResult
 	var tables []int
-	switch err := call(llm.RoleGenerator, "table-selection", p, &tablesAns); {
-	case errors.Is(err, llm.ErrBadOutput):
+	switch err := call(gen, p, &tablesAns); {
+	case degraded(err):
 		notes = append(notes, "tables: unusable answer, filtered tables kept")
 		for _, i := range cands {
 			if _, ok := kept[lx.tables[i].key]; ok {
@@ -147,8 +150,8 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	}
 	var colsAns prompts.SchemaSelectionResult
 	chosenCols := map[int][]string{}
-	switch err := call(llm.RoleGenerator, "column-selection", p, &colsAns); {
-	case errors.Is(err, llm.ErrBadOutput):
+	switch err := call(gen, p, &colsAns); {
+	case degraded(err):
 		notes = append(notes, "columns: unusable answer, all columns of the chosen tables")
 	case err != nil:
 		return err
