@@ -290,6 +290,11 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 	}
 	n := float64(len(s.Tables))
 	for w, d := range df {
+		// A term in most tables ("id", or "w" of w001…w200) tells none
+		// apart: it weighs nothing.
+		if n >= 4 && 2*d > int(n) {
+			continue
+		}
 		lx.idf[w] = math.Log(1 + n/float64(d))
 	}
 	lx.buildJoins(s)

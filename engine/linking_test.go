@@ -232,7 +232,7 @@ func TestSelectSchemaValueHit(t *testing.T) {
 	}
 }
 
-func modelEngine(t *testing.T, fake *fakeollama.Server) *Engine {
+func modelEngine(t testing.TB, fake *fakeollama.Server) *Engine {
 	t.Helper()
 	client, err := llm.New(llm.Config{
 		Host:        fake.URL(),

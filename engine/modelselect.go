@@ -62,16 +62,27 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	var lines []string
 	type colRef struct{ table, column string }
 	byLine := map[string]colRef{}
+	size := 0
+	// Best tables first, whole tables only, within the schema budget.
 	for _, i := range cands {
 		t := a.schema0.Table(lx.tables[i].key)
+		tn := names.of(t)
+		var tl []string
+		ts := 0
 		for _, c := range t.Columns {
-			if len(lines) == maxFilterLines {
-				break
-			}
-			ref := names.of(t) + "." + c.Name
-			byLine[strings.ToLower(ref)] = colRef{lx.tables[i].key, c.Name}
-			lines = append(lines, columnLine(ref, t, &c, opts.Examples))
+			ref := tn + "." + c.Name
+			l := columnLine(ref, t, &c, opts.Examples)
+			tl = append(tl, l)
+			ts += estimateTokens(l) + 1
 		}
+		if len(lines) > 0 && (size+ts > e.SchemaMaxTokens || len(lines)+len(tl) > maxFilterLines) {
+			break
+		}
+		for j, c := range t.Columns {
+			byLine[strings.ToLower(tn+"."+c.Name)] = colRef{lx.tables[i].key, c.Name}
+			lines = append(lines, tl[j])
+		}
+		size += ts
 	}
 	kept := map[string][]string{} // table key → kept columns
 	p, err := prompts.ColumnFilter(prompts.ColumnFilterParams{Question: a.req.Question, Columns: lines,
@@ -106,7 +117,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	for k, cols := range kept {
 		sel[k] = cols
 	}
-	p, err = prompts.TableSelection(prompts.TableSelectionParams{Question: a.req.Question, Schema: a.schema0.RenderSelected(sel, opts),
+	p, err = prompts.TableSelection(prompts.TableSelectionParams{Question: a.req.Question, Schema: e.fitted(a, sel, cands, opts),
 		Values: promptValues(a.values), Descriptions: promptDescriptions(a.descs)})
 	if err != nil {
 		return err
@@ -143,7 +154,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	for _, i := range tables {
 		sel[lx.tables[i].key] = nil
 	}
-	p, err = prompts.SchemaSelection(prompts.SchemaSelectionParams{Question: a.req.Question, Schema: a.schema0.RenderSelected(sel, opts),
+	p, err = prompts.SchemaSelection(prompts.SchemaSelectionParams{Question: a.req.Question, Schema: e.fitted(a, sel, tables, opts),
 		Values: promptValues(a.values), Descriptions: promptDescriptions(a.descs)})
 	if err != nil {
 		return err
@@ -203,6 +214,22 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	a.schema = rendered
 	st.Note = strings.Join(append(notes, fmt.Sprintf("chosen %s, ~%d tokens", strings.Join(chosen, ", "), estimateTokens(rendered))), "; ")
 	return nil
+}
+
+// fitted renders sel, dropping its tables from the end of order until the
+// rendering fits the schema budget (one table is always shown).
+func (e *Engine) fitted(a *ask, sel catalog.Selection, order []int, opts catalog.RenderOptions) string {
+	lx := e.lex.get(a.schema0)
+	out := a.schema0.RenderSelected(sel, opts)
+	for k := len(order) - 1; k > 0 && estimateTokens(out) > e.SchemaMaxTokens; k-- {
+		key := lx.tables[order[k]].key
+		if _, ok := sel[key]; !ok {
+			continue
+		}
+		delete(sel, key)
+		out = a.schema0.RenderSelected(sel, opts)
+	}
+	return out
 }
 
 // withJoinPaths adds, for each two chosen tables that do not join directly

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,10 @@ const (
 	unitTestsStep = "You write unit tests"
 	unitEvalStep  = "against one unit test"
 	pairwiseStep  = "decide which one answers the question"
+	// Model-assisted schema selection (balanced, max; wide schema only).
+	filterStep  = "mark the ones that could help answer"
+	tablesStep  = "You choose the tables of a PostgreSQL database"
+	columnsStep = "You choose the tables and columns"
 )
 
 // result is one scenario's figures.
@@ -134,6 +139,30 @@ func fakeModel(s scenario, n int) (*fakeollama.Server, error) {
 			{Name: "unit-tests", PromptContains: []string{unitTestsStep}, Reply: `{"tests": ["returns every matching row", "no duplicates", "right columns"]}`},
 			{Name: "unit-eval", PromptContains: []string{unitEvalStep}, Reply: `{"reasoning": "the first", "passing": [1]}`},
 			{Name: "pairwise", PromptContains: []string{pairwiseStep}, Reply: `{"reasoning": "A", "better": "A"}`},
+			// Schema selection: the columns of the tables the question's
+			// keywords name, those tables, and all their columns.
+			{Name: "column-filter", PromptContains: []string{filterStep}, ReplyFunc: func(v fakeollama.ChatView) string {
+				q, _ := lookup(v)
+				var cols []string
+				for _, line := range strings.Split(v.Prompt, "\n") {
+					ref, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), " (")
+					if t, _, dot := strings.Cut(ref, "."); ok && dot && slices.Contains(q.keywords, t) {
+						cols = append(cols, ref)
+					}
+				}
+				b, _ := json.Marshal(map[string][]string{"columns": nonNil(cols)})
+				return string(b)
+			}},
+			{Name: "table-selection", PromptContains: []string{tablesStep}, ReplyFunc: func(v fakeollama.ChatView) string {
+				q, _ := lookup(v)
+				b, _ := json.Marshal(map[string]any{"reasoning": "named in the question", "tables": nonNil(q.keywords)})
+				return string(b)
+			}},
+			{Name: "column-selection", PromptContains: []string{columnsStep}, ReplyFunc: func(v fakeollama.ChatView) string {
+				q, _ := lookup(v)
+				b, _ := json.Marshal(map[string]any{"reasoning": "all columns", "tables": nonNil(q.keywords), "columns": map[string][]string{}})
+				return string(b)
+			}},
 			// The query-plan generator answers a narrower reading (its first
 			// row only), so results disagree and the selector runs.
 			{Name: "plan", PromptContains: []string{planStep}, ReplyFunc: func(v fakeollama.ChatView) string {
