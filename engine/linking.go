@@ -383,10 +383,11 @@ func questionTerms(question string, keywords []string) map[string]bool {
 // a column less, one found only in comments least; each weighted by the
 // term's rarity across tables (idf), so "id" or "name" decide little.
 const (
-	weightName    = 3.0
-	weightColumn  = 1.2
-	weightComment = 0.5
-	weightValue   = 2.0
+	weightName     = 3.0
+	weightColumn   = 1.2
+	weightComment  = 0.5
+	weightValue    = 2.0
+	weightGlossary = 1.5
 )
 
 // tableScores scores every table for the question.
@@ -417,6 +418,13 @@ func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, des
 		}
 	}
 	for rank, h := range descs {
+		if h.Kind == descindex.KindGlossary {
+			// A glossary entry points at the tables its SQL or definition
+			// names ("churned: customers.flag = 1").
+			for _, i := range lx.namedTables(h.SQLHint + " " + h.Text) {
+				sc[i] += weightGlossary / float64(rank+1)
+			}
+		}
 		if h.Table == "" {
 			continue
 		}
@@ -428,6 +436,26 @@ func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, des
 		}
 	}
 	return sc
+}
+
+// namedTables are the tables a text names: "schema.table", "table" or
+// "table.column" words, as written in SQL.
+func (lx *lexicon) namedTables(text string) []int {
+	var out []int
+	words := strings.FieldsFunc(text, func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' || r == '.' || r == '$')
+	})
+	for _, w := range words {
+		w = strings.Trim(w, ".")
+		for i := range lx.tables {
+			lt := &lx.tables[i]
+			name := lt.key[len(lt.ns)+1:]
+			if (w == lt.key || w == name || strings.HasPrefix(w, lt.key+".") || strings.HasPrefix(w, name+".")) && !slices.Contains(out, i) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }
 
 func (lt *lexTable) inColumnName(w string) bool {

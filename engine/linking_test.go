@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
@@ -380,5 +381,33 @@ func TestTranslateAliasLiteral(t *testing.T) {
 	}
 	if !strings.Contains(prompt, "shop.state contains 'CA'") {
 		t.Errorf("candidate prompt does not show shop.state 'CA':\n%s", prompt)
+	}
+}
+
+// A glossary entry the question matches ranks the tables its SQL names.
+func TestSelectSchemaGlossary(t *testing.T) {
+	s := linkSchema()
+	e := &Engine{}
+	e.applyDefaults()
+	q := "how many prolific writers are there"
+	a := &ask{req: Request{Question: q}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords(q),
+		descs: []descindex.Hit{{Doc: descindex.Doc{Kind: descindex.KindGlossary, Term: "prolific writer",
+			Text: "an author with more than 10 papers", SQLHint: "(SELECT count(*) FROM scholar.writes w WHERE w.authorid = author.authorid) > 10"}, Score: 1}}}
+	got := e.selectSchemaBudget(a, 1000)
+	for _, w := range []string{"scholar.writes", "scholar.author"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("selected %q, lacks %s", got, w)
+		}
+	}
+}
+
+func TestNamedTables(t *testing.T) {
+	lx := buildLexicon(linkSchema())
+	var got []string
+	for _, i := range lx.namedTables("SELECT 1 FROM scholar.writes w JOIN author ON author.authorid = w.authorid WHERE paperx = 1") {
+		got = append(got, lx.tables[i].key)
+	}
+	if want := []string{"scholar.writes", "scholar.author"}; !slices.Equal(got, want) {
+		t.Errorf("namedTables = %q, want %q", got, want)
 	}
 }
