@@ -58,6 +58,11 @@ const (
 	embedTop        = 20      // candidates sent to the embedder
 )
 
+// exactLimitFactor bounds the exact matches kept for one keyword, as a
+// multiple of LookupOptions.Limit, so a value stored in hundreds of columns
+// ('Yes') cannot flood the prompt.
+const exactLimitFactor = 3
+
 // Candidate flags.
 const (
 	flagAbbrev uint8 = 1 << iota
@@ -138,10 +143,11 @@ func (ix *Index) Lookup(ctx context.Context, keywords []string, opts LookupOptio
 		perCol := make(map[int]int)
 		kept := 0
 		for _, r := range s.ranked {
-			if r.score < opts.MinScore || (kept >= opts.Limit && !r.exact) {
-				// Exact matches are all kept (per column still capped): a
-				// value stored in many columns ('New York' as city, state
-				// and airport name) must not crowd out the one asked about.
+			if r.score < opts.MinScore || (kept >= opts.Limit && !r.exact) || kept >= exactLimitFactor*opts.Limit {
+				// Exact matches are kept past the limit (per column still
+				// capped, and up to a bound): a value stored in many columns
+				// ('New York' as city, state and airport name) must not crowd
+				// out the one asked about.
 				break
 			}
 			c := ix.colOf(r.id)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"testing"
@@ -252,4 +253,25 @@ func TestConcurrentLookup(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Exact matches are kept past the per-keyword limit, up to a bound: the
+// column asked about is not crowded out by others storing the same value,
+// and a value stored everywhere cannot flood the result.
+func TestLookupExactPastLimit(t *testing.T) {
+	var cols []ColumnValues
+	for i := 0; i < 40; i++ {
+		cols = append(cols, ColumnValues{Schema: "s", Table: fmt.Sprintf("t%02d", i), Column: "city", Values: []string{"New York", "Newark", "York"}})
+	}
+	ix := FromValues(cols, Options{})
+	ms := ix.Lookup(context.Background(), []string{"New York"}, LookupOptions{Limit: 5})
+	exact := 0
+	for _, m := range ms {
+		if m.Exact {
+			exact++
+		}
+	}
+	if exact <= 5 || len(ms) > 15 {
+		t.Errorf("%d matches, %d exact; want more than the limit of 5 exact ones and at most 15 in all", len(ms), exact)
+	}
 }
