@@ -31,7 +31,9 @@ type Snapshot struct {
 }
 
 // FormatVersion is the on-disk format; files of another version are rebuilt.
-const FormatVersion = 2
+// 3: the value index carries code↔name aliases (older files would never get
+// them until the schema changed).
+const FormatVersion = 3
 
 const fileMagic = "NLPXCAT\n"
 
