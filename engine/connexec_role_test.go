@@ -128,4 +128,3 @@ GRANT SELECT ON secret TO ` + auth + `;`
 		})
 	}
 }
-
