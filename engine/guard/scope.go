@@ -18,7 +18,7 @@ import (
 // how.
 //
 // Every statement here is fixed ASCII text (the only variables are a number
-// and, in TrialScopeAs, a role name quoted as an ASCII E” literal), so it
+// and, in TrialScopeAs, a role name quoted as an ASCII E-string literal), so it
 // lexes the same under any session setting.
 type Scope struct {
 	// Enter runs before the statement.
@@ -107,8 +107,8 @@ func blockScope(tx pg.TxStatus, timeout time.Duration) Scope {
 // must be idle: an authenticator connection belongs to nlproxy, not to a
 // client's transaction.
 //
-// The role name is the one variable text here; it is written as an E”
-// literal, ASCII only (other characters as \u escapes), which lexes the same
+// The role name is the one variable text here; it is written as an
+// E-string literal, ASCII only (other characters as \u escapes), which lexes the same
 // under any session setting. "none" would reset the role to the
 // authenticator itself, so it is refused.
 func TrialScopeAs(tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
@@ -133,7 +133,7 @@ func TrialScopeAs(tx pg.TxStatus, timeout time.Duration, role string) (Scope, er
 // ErrBadRole: a role name TrialScopeAs cannot take on.
 var ErrBadRole = errors.New("guard: not a role name to run as")
 
-// roleLiteral quotes a role name as an E” string constant in ASCII.
+// roleLiteral quotes a role name as an E-string constant in ASCII.
 func roleLiteral(role string) (string, error) {
 	if role == "" || strings.EqualFold(role, "none") || !utf8.ValidString(role) || strings.ContainsRune(role, 0) {
 		return "", fmt.Errorf("%w: %q", ErrBadRole, role)
