@@ -35,6 +35,9 @@ type Translation struct {
 	Timeout time.Duration
 	// Notice, when set, is sent as a NoticeResponse (severity NOTICE) before the rows.
 	Notice string
+	// Notices are sent after Notice, one NoticeResponse each (a question
+	// across databases names each database and its SQL).
+	Notices []string
 	// Rows, when non-nil, is returned instead of running SQL (ask-sql): the
 	// proxy sends them as rows, never as SQL text.
 	Rows *StaticResult
@@ -45,6 +48,8 @@ type Translation struct {
 type StaticResult struct {
 	Columns []string
 	Rows    [][]string
+	// Nulls, when set, marks NULL values: Nulls[i][j] for Rows[i][j].
+	Nulls [][]bool
 }
 
 // Executor runs the engine's trial runs on the client's upstream session
@@ -59,3 +64,8 @@ var ErrExecutorClosed = errors.New("proxy: executor not available (no translatio
 
 // PgError is an ErrorResponse from Postgres, or one the proxy sends.
 type PgError = pg.Error
+
+// null reports whether value j of row i is NULL.
+func (r *StaticResult) null(i, j int) bool {
+	return i < len(r.Nulls) && j < len(r.Nulls[i]) && r.Nulls[i][j]
+}

@@ -165,9 +165,9 @@ func (ans *Answer) Notices() []string {
 	for i, st := range ans.Steps {
 		switch {
 		case st.Err != nil && st.SQL != "":
-			out = append(out, fmt.Sprintf("nlproxy: step %d, database %s: %s\nfailed: %s", i+1, st.Database, st.SQL, errText(st.Err)))
+			out = append(out, fmt.Sprintf("nlproxy: step %d, database %s: %s\nfailed: %s", i+1, st.Database, st.SQL, ErrText(st.Err)))
 		case st.Err != nil:
-			out = append(out, fmt.Sprintf("nlproxy: step %d, database %s: no SQL: %s", i+1, st.Database, errText(st.Err)))
+			out = append(out, fmt.Sprintf("nlproxy: step %d, database %s: no SQL: %s", i+1, st.Database, ErrText(st.Err)))
 		default:
 			out = append(out, fmt.Sprintf("nlproxy: step %d, database %s: %s", i+1, st.Database, st.SQL))
 		}
@@ -175,12 +175,15 @@ func (ans *Answer) Notices() []string {
 	for _, c := range ans.Computed {
 		out = append(out, "nlproxy: computed: "+c)
 	}
+	if ans.Kind == KindRows && ans.Rows != nil && ans.Rows.Truncated {
+		out = append(out, fmt.Sprintf("nlproxy: only the first %d rows are shown", len(ans.Rows.Values)))
+	}
 	return out
 }
 
-// errText is what a person is told about a step's failure: the server's or
+// ErrText is what a person is told about a step's failure: the server's or
 // the engine's message with its SQLSTATE; causes stay in the log.
-func errText(err error) string {
+func ErrText(err error) string {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
 		return fmt.Sprintf("%s (SQLSTATE %s)", ee.Message, ee.Code)
@@ -454,7 +457,7 @@ func (a *Asker) open(ctx context.Context, req Request, role string, snap *catalo
 			return t.closeWith(ctx, fmt.Sprintf("nlproxy does not act as role %q", role))
 		}
 		a.Logger.Warn("cannot list readable tables", zap.String("database", snap.Database), zap.String("role", role), zap.Error(err))
-		return t.closeWith(ctx, "its tables could not be listed ("+errText(err)+")")
+		return t.closeWith(ctx, "its tables could not be listed ("+ErrText(err)+")")
 	}
 	t.tables = map[string]bool{}
 	for _, r := range rows.Values {
@@ -617,7 +620,7 @@ func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 	for i, st := range ans.Steps {
 		s := prompts.AnswerStep{N: i + 1, Database: st.Database, Goal: st.Goal, SQL: st.SQL}
 		if st.Err != nil {
-			s.Problem = errText(st.Err)
+			s.Problem = ErrText(st.Err)
 		} else {
 			s.Result = sample(st.Rows)
 		}
@@ -645,7 +648,7 @@ func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 	var failed []string
 	for i, st := range ans.Steps {
 		if st.Err != nil {
-			failed = append(failed, fmt.Sprintf("step %d (%s): %s", i+1, st.Database, errText(st.Err)))
+			failed = append(failed, fmt.Sprintf("step %d (%s): %s", i+1, st.Database, ErrText(st.Err)))
 		}
 	}
 	if len(failed) > 0 {

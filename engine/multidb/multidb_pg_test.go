@@ -273,7 +273,7 @@ func TestAskAcrossDatabases(t *testing.T) {
 		if ans.Kind != KindText || len(ans.Steps) != 1 || ans.Steps[0].Err == nil {
 			t.Fatalf("answer %+v", ans)
 		}
-		if msg := errText(ans.Steps[0].Err); !strings.Contains(msg, "permission denied for table payroll") {
+		if msg := ErrText(ans.Steps[0].Err); !strings.Contains(msg, "permission denied for table payroll") {
 			t.Errorf("step error %q", msg)
 		}
 		if !strings.Contains(ans.Text, "Partial answer; not answered: step 1 (us)") || strings.Contains(ans.Text, secretSalary) {
