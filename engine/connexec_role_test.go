@@ -25,10 +25,14 @@ func TestConnExecutorAsRole(t *testing.T) {
 	alice := pgtest.UniqueName(t, "alice")
 	bob := pgtest.UniqueName(t, "bob")
 	stranger := pgtest.UniqueName(t, "stranger")
+	carol := pgtest.UniqueName(t, "carol")
+	askers := pgtest.UniqueName(t, "askers")
 	setup := `
 CREATE ROLE ` + auth + ` LOGIN NOINHERIT PASSWORD 'auth-pw';
 CREATE ROLE ` + alice + `; CREATE ROLE ` + bob + `; CREATE ROLE ` + stranger + `;
 GRANT ` + alice + ` TO ` + auth + `; GRANT ` + bob + ` TO ` + auth + `;
+CREATE ROLE ` + carol + `; CREATE ROLE ` + askers + `;
+GRANT ` + carol + ` TO ` + askers + `; GRANT ` + askers + ` TO ` + auth + `;
 CREATE TABLE notes (owner text, body text);
 INSERT INTO notes VALUES ('` + alice + `', 'a1'), ('` + alice + `', 'a2'), ('` + bob + `', 'b1');
 ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
@@ -67,6 +71,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 		{name: "row-level security of the asker", role: alice, sql: "SELECT body FROM notes ORDER BY body", want: "a1,a2"},
 		{name: "no grant, no rows", role: bob, sql: "SELECT body FROM notes", wantCode: "42501"},
 		{name: "authenticator's own grant does not apply", role: alice, sql: "SELECT x FROM secret", wantCode: "42501"},
+		{name: "member through an intermediate role", role: carol, sql: "SELECT current_user::text", want: carol},
 		{name: "not a member", role: stranger, sql: "SELECT 1", wantCode: "42501"},
 		{name: "no such role", role: stranger + "_missing", sql: "SELECT 1", wantCode: "22023"},
 		{name: "reset to the authenticator refused", role: "NONE", sql: "SELECT 1", wantErr: guard.ErrBadRole},
