@@ -47,9 +47,19 @@ type Translation struct {
 // produced it.
 type StaticResult struct {
 	Columns []string
-	Rows    [][]string
-	// Nulls, when set, marks NULL values: Nulls[i][j] for Rows[i][j].
-	Nulls [][]bool
+	Rows    [][]*string // nil: NULL
+}
+
+// TextRows makes StaticResult rows from strings (none NULL).
+func TextRows(rows ...[]string) [][]*string {
+	out := make([][]*string, len(rows))
+	for i, r := range rows {
+		out[i] = make([]*string, len(r))
+		for j := range r {
+			out[i][j] = &r[j]
+		}
+	}
+	return out
 }
 
 // Executor runs the engine's trial runs on the client's upstream session
@@ -64,8 +74,3 @@ var ErrExecutorClosed = errors.New("proxy: executor not available (no translatio
 
 // PgError is an ErrorResponse from Postgres, or one the proxy sends.
 type PgError = pg.Error
-
-// null reports whether value j of row i is NULL.
-func (r *StaticResult) null(i, j int) bool {
-	return i < len(r.Nulls) && j < len(r.Nulls[i]) && r.Nulls[i][j]
-}

@@ -125,17 +125,12 @@ func (s *session) rowDescription(r *StaticResult, formats []int16) []byte {
 // dataRows encodes rows[from:to] of a proxy-made result.
 func (s *session) dataRows(r *StaticResult, from, to int) []byte {
 	var out []byte
-	for i, row := range r.Rows[from:to] {
+	for _, row := range r.Rows[from:to] {
 		dr := &pgproto3.DataRow{Values: make([][]byte, len(r.Columns))}
 		for j := range r.Columns {
-			if r.null(from+i, j) {
-				continue // a nil value is sent as NULL
+			if j < len(row) && row[j] != nil {
+				dr.Values[j] = []byte(s.toClient(*row[j]))
 			}
-			v := ""
-			if j < len(row) {
-				v = row[j]
-			}
-			dr.Values[j] = []byte(s.toClient(v))
 		}
 		out = append(out, mustEncode(dr)...)
 	}
