@@ -71,6 +71,8 @@ type EngineConfig struct {
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int `yaml:"max_asks"`
 	MaxAsksPerClient int `yaml:"max_asks_per_client"`
+	// AskAll configures questions across databases (askall.go).
+	AskAll AskAllConfig `yaml:"ask_all"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -259,8 +261,13 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
+	var flagAuth []UpstreamEntry
+	askAllFlags(fs, &e.AskAll, &flagAuth)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
+	}
+	if len(flagAuth) > 0 {
+		e.AskAll.Authenticators = flagAuth
 	}
 	if fs.NArg() > 0 {
 		return cfg, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -385,6 +392,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
+	if err := askAllEnv(&e.AskAll, getenv); err != nil {
+		fail("ask-all", err)
+	}
 	return firstErr
 }
 
@@ -451,6 +461,9 @@ func (c Config) validate() error {
 		}
 		if slices.Contains(c.Engine.Schemas, "") {
 			errs = append(errs, errors.New("schemas: empty schema name"))
+		}
+		if err := c.Engine.AskAll.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
