@@ -35,8 +35,10 @@ import (
 func main() {
 	data := flag.String("data", "datasets/sql-eval", "sql-eval directory (databases/, questions.csv)")
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
+	pairs := flag.Int("pairs", 40, "two-database questions to run through the whole path with a scripted model (0: none)")
+	topK := flag.Int("top-k", 3, "candidates the selection memory gives the planner in the two-database run")
 	flag.Parse()
-	if err := run(context.Background(), *data, *jsonOut); err != nil {
+	if err := run(context.Background(), *data, *jsonOut, *pairs, *topK); err != nil {
 		fmt.Fprintln(os.Stderr, "multidbrecall:", err)
 		os.Exit(1)
 	}
@@ -52,6 +54,7 @@ type Result struct {
 	PerDB     map[string]PerDB    `json:"per_database"`
 	Confused  map[string]int      `json:"top1_confusions"` // "asked→chosen"
 	Misses    []map[string]string `json:"top3_misses,omitempty"`
+	Pairs     *PairResult         `json:"two_database,omitempty"`
 }
 
 // PerDB is one database's share.
@@ -61,7 +64,7 @@ type PerDB struct {
 	Top3      int `json:"top3"`
 }
 
-func run(ctx context.Context, dir, jsonOut string) error {
+func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	names, err := databases(dir)
@@ -131,6 +134,18 @@ func run(ctx context.Context, dir, jsonOut string) error {
 	res.Recall3 = float64(t3) / float64(len(qs))
 	res.MRR = rr / float64(len(qs))
 	report(os.Stdout, res, names)
+	if pairs > 0 {
+		golds := make([]string, len(qs))
+		for i, q := range qs {
+			golds[i] = q.gold
+		}
+		pr, err := runPairs(ctx, c, mgr, names, qs, golds, pairs, topK)
+		if err != nil {
+			return fmt.Errorf("two-database run: %w", err)
+		}
+		res.Pairs = &pr
+		reportPairs(os.Stdout, pr)
+	}
 	if jsonOut != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
@@ -184,7 +199,7 @@ func databases(dir string) ([]string, error) {
 	return out, nil
 }
 
-type question struct{ text, db string }
+type question struct{ text, db, gold string }
 
 func questions(path string) ([]question, error) {
 	f, err := os.Open(path)
@@ -203,10 +218,10 @@ func questions(path string) ([]question, error) {
 	for i, h := range recs[0] {
 		col[h] = i
 	}
-	qi, di := col["question"], col["db_name"]
+	qi, di, gi := col["question"], col["db_name"], col["query"]
 	var out []question
 	for _, r := range recs[1:] {
-		out = append(out, question{text: r[qi], db: r[di]})
+		out = append(out, question{text: r[qi], db: r[di], gold: r[gi]})
 	}
 	return out, nil
 }

@@ -293,6 +293,17 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 	return ans, a.answer(ctx, req, ans)
 }
 
+// Top is the selection memory's candidates for question, without asking
+// anything (for measurements and tools).
+func (a *Asker) Top(ctx context.Context, question string) []Candidate {
+	a.once.Do(a.defaults)
+	snaps := a.snapshots(ctx, Request{}, &Answer{})
+	if len(snaps) == 0 {
+		return nil
+	}
+	return a.memory(snaps).Top(ctx, question, a.TopK)
+}
+
 // NoTargetError: none of the candidate databases could be asked.
 type NoTargetError struct{ Skipped []Skip }
 
