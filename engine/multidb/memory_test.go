@@ -4,7 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
 func snap(db string, tables ...catalog.Table) *catalog.Snapshot {
@@ -62,5 +66,27 @@ func TestMemoryTop(t *testing.T) {
 	}
 	if k1, k2 := memoryKey([]*catalog.Snapshot{city, shop}), memoryKey([]*catalog.Snapshot{shop, city}); k1 != k2 {
 		t.Errorf("memory key depends on order: %q %q", k1, k2)
+	}
+}
+
+// TestMemoryWithEmbeddings: with an embedding model the memory embeds the
+// summaries and the question (through Ollama's API) and still ranks by the
+// shared words.
+func TestMemoryWithEmbeddings(t *testing.T) {
+	fake := fakeollama.New(t, fakeollama.Options{Models: []string{"nomic-embed-text"}})
+	client, err := llm.New(llm.Config{Host: fake.URL(), Models: map[llm.Role]string{llm.RoleGenerator: "nomic-embed-text", llm.RoleEmbedding: "nomic-embed-text"}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMemory([]*catalog.Snapshot{
+		snap("city", table("city", "", "city_name", "population")),
+		snap("hospital", table("hospital", "", "id", "name", "beds")),
+	}, client.Embedder(""))
+	got := m.Top(context.Background(), "how many beds does each hospital have", 1)
+	if len(got) != 1 || got[0].Database != "hospital" {
+		t.Fatalf("top %v", got)
+	}
+	if n := len(fake.RequestsTo(fakeollama.RouteEmbed)); n == 0 {
+		t.Fatal("no embedding request")
 	}
 }

@@ -104,7 +104,8 @@ ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
 CREATE POLICY managed ON orders USING (manager = current_user);
 GRANT SELECT ON orders TO alice, bob;
 CREATE TABLE payroll (name text, salary numeric);
-INSERT INTO payroll VALUES ('carol', `+secretSalary+`);`)
+INSERT INTO payroll VALUES ('carol', `+secretSalary+`);
+GRANT SELECT ON payroll TO nlproxy_auth; -- its own right, never the asker's`)
 	must(w.main, "ghost", `CREATE TABLE ghosts (id int, name text); GRANT SELECT ON ghosts TO alice;`)
 	must(w.main, "gone", `CREATE TABLE shipments (id int, orders int); GRANT SELECT ON shipments TO PUBLIC;`)
 	must(w.other, "far", `CREATE TABLE orders_archive (id int, total numeric); GRANT SELECT ON orders_archive TO PUBLIC;`)

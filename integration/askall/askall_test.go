@@ -91,7 +91,10 @@ ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
 CREATE POLICY managed ON orders USING (manager = current_user);
 GRANT SELECT ON orders TO `+f.alice+`, bob;
 CREATE TABLE payroll (name text, salary numeric);
-INSERT INTO payroll VALUES ('carol', `+secret+`);`)
+INSERT INTO payroll VALUES ('carol', `+secret+`);
+-- The authenticator itself may read payroll: a question must still get
+-- alice's rights, not its.
+GRANT SELECT ON payroll TO `+auth)
 	must("gone", `CREATE TABLE shipments (id int, carrier text); GRANT SELECT ON shipments TO PUBLIC;`)
 
 	cats := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
