@@ -59,6 +59,7 @@ type Asker struct {
 	Glossary  []descindex.Doc    // business terms, for questions that need no data
 	Logger    *zap.Logger
 
+	AskTimeout time.Duration // the whole question, every step included; default 5m
 	TopK       int           // candidate databases from the selection memory; default 3
 	MaxSteps   int           // steps a plan may have; default 4
 	RunTimeout time.Duration // statement_timeout of each step's run; default 1m
@@ -78,6 +79,9 @@ type Asker struct {
 func (a *Asker) defaults() {
 	if a.Logger == nil {
 		a.Logger = zap.NewNop()
+	}
+	if a.AskTimeout <= 0 {
+		a.AskTimeout = 5 * time.Minute
 	}
 	if a.TopK <= 0 {
 		a.TopK = 3
@@ -206,9 +210,27 @@ type target struct {
 	conn     *pgconn.PgConn  // authenticator connection to close; nil for the asker's own
 }
 
-// Ask answers req.
+// Ask answers req. Errors are *engine.Error (a SQLSTATE for the client) or
+// *NoTargetError.
 func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 	a.once.Do(a.defaults)
+	ctx, cancel := context.WithTimeout(ctx, a.AskTimeout)
+	defer cancel()
+	ans, err := a.ask(ctx, req)
+	if err != nil {
+		var nt *NoTargetError
+		if !errors.As(err, &nt) {
+			err = a.Engine.Classify(ctx, err)
+		}
+		a.Logger.Info("question across databases failed", zap.String("user", req.User), zap.String("question", req.Question), zap.Error(err))
+		return nil, err
+	}
+	a.Logger.Info("question across databases answered", zap.String("user", req.User), zap.String("role", ans.Role),
+		zap.String("question", req.Question), zap.Strings("notices", ans.Notices()))
+	return ans, nil
+}
+
+func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 	if strings.TrimSpace(req.Question) == "" {
 		return nil, &engine.Error{Code: "42601", Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask(all): how many orders are open? */"}
 	}

@@ -352,6 +352,21 @@ func TestAskAcrossDatabases(t *testing.T) {
 		}
 	})
 
+	t.Run("a failing model server is 58000, a cancelled ask 57014", func(t *testing.T) {
+		w.fake.SetRules(fakeollama.Rule{Name: "down", PromptContains: []string{switchPrompt}, Status: 500, Error: "overloaded"})
+		_, err := w.ask(t, "anything at all", false)
+		var ee *engine.Error
+		if !errors.As(err, &ee) || ee.Code != engine.CodeSystemError {
+			t.Fatalf("err %v, want 58000", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = w.asker.Ask(ctx, Request{Question: "q", Database: "eu", TxStatus: engine.TxIdle, Exec: engine.ConnExecutor{Conn: w.alice}})
+		if !errors.As(err, &ee) || ee.Code != engine.CodeQueryCanceled {
+			t.Fatalf("err %v, want 57014", err)
+		}
+	})
+
 	t.Run("without a glossary entry it abstains", func(t *testing.T) {
 		w.script(false, twoSteps, nil, false, "unused")
 		ans, err := w.ask(t, "Who painted the Mona Lisa?", false)
