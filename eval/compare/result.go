@@ -68,7 +68,7 @@ func SQLEval(gold, gen Side, ordered bool) Verdict {
 	}
 	g := normalize(gold, ordered)
 	n := normalize(gen, ordered)
-	if rowsEqual(g.Rows, n.Rows, Rtol, Atol) {
+	if len(g.Columns) == len(n.Columns) && rowsEqual(g.Rows, n.Rows, Rtol, Atol) {
 		return Exact
 	}
 	if subset(gold, gen, ordered) {
