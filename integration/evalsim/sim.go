@@ -40,6 +40,7 @@ const (
 	CallTestsGen  = "unit-tests"
 	CallTestsEval = "unit-test-evaluation"
 	CallExamples  = "synthetic-examples"
+	CallDecompose = "decomposition" // targets and conditions, before sub-SQL steps
 	CallUnknown   = "unknown"
 )
 
@@ -364,6 +365,8 @@ func callKind(v fakeollama.ChatView) string {
 			return CallTestsGen
 		case has("examples"):
 			return CallExamples
+		case has("targets") && has("conditions"):
+			return CallDecompose
 		}
 		return CallUnknown
 	}
@@ -421,6 +424,9 @@ func (s *Sim) reply(v fakeollama.ChatView) string {
 		return `{"tests": ["The result has the columns the question asks for.", "Every row satisfies the question's conditions.", "The number of rows matches the question."]}`
 	case CallTestsEval:
 		return s.testsEvalReply(v, sq, r)
+	case CallDecompose:
+		b, _ := json.Marshal(map[string][]string{"targets": {"what the question asks for"}, "conditions": {"as the question states"}})
+		return string(b)
 	case CallExamples:
 		t := "x"
 		if len(sq.tables) > 0 {

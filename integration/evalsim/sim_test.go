@@ -111,42 +111,65 @@ func rightCount(res []runner.Result) int {
 	return n
 }
 
+// profiles are the engine's built-in profiles, asked by name in the marker.
+var profiles = []string{"fast", "balanced", "max"}
+
 // TestSimulatedEvaluation checks the harness and the pipeline end to end
-// with the simulated model: with P = 1 every question must come out right
-// (any loss is a harness or pipeline bug), with P = 0 exactly the planted
-// rate (the questions no wrong variant exists for).
+// with the simulated model, for every profile: with P = 1 every question
+// must come out right (any loss is a harness or pipeline bug), with P = 0
+// exactly the planted rate (the questions no wrong variant exists for).
 func TestSimulatedEvaluation(t *testing.T) {
 	ds := questions(t)
 	f := newFixture(t, ds)
-	profile := ""
-
-	t.Run("p=1", func(t *testing.T) {
-		res, _, _ := simulate(t, f, evalsim.Options{P: 1, Q: 1, Seed: seed}, profile, "p1")
-		for _, r := range res {
-			if !r.Right() {
-				t.Errorf("%s: %s (%s %s)\n  question: %s\n  gold: %s\n  sql:  %s\n  gold rows %d %v\n  gen rows  %d %v",
-					r.ID, r.Outcome, r.SQLState, r.Error, r.Question, r.Gold, r.SQL, r.GoldRows, head(r.GoldHead), r.GenRows, head(r.GenHead))
-			}
-		}
-	})
-	t.Run("p=0", func(t *testing.T) {
-		// Literal-case variants are left out here: the engine's literal
-		// correction repairs them (that is its job), which would make
-		// the expected figure depend on the value index.
-		kinds := slices.DeleteFunc(slices.Clone(evalsim.AllKinds), func(k string) bool { return k == evalsim.KindLiteral })
-		res, st, _ := simulate(t, f, evalsim.Options{P: 0, Q: 0, Seed: seed, Kinds: kinds}, profile, "p0")
-		if got, want := rightCount(res), st.Unplantable; got != want {
+	for _, profile := range profiles {
+		t.Run(profile+"/p=1", func(t *testing.T) {
+			res, _, _ := simulate(t, f, evalsim.Options{P: 1, Q: 1, Seed: seed}, profile, profile+"-p1")
 			for _, r := range res {
-				if r.Right() {
-					t.Logf("right at p=0: %s %s\n  sql: %s", r.ID, r.Outcome, r.SQL)
+				if !r.Right() {
+					t.Errorf("%s: %s (%s %s)\n  question: %s\n  gold: %s\n  sql:  %s\n  gold rows %d %v\n  gen rows  %d %v",
+						r.ID, r.Outcome, r.SQLState, r.Error, r.Question, r.Gold, r.SQL, r.GoldRows, head(r.GoldHead), r.GenRows, head(r.GenHead))
+				}
+				if r.Profile != profile {
+					t.Errorf("%s: profile %q recorded, asked %q", r.ID, r.Profile, profile)
 				}
 			}
-			t.Errorf("p=0: %d right, want the planted %d of %d", got, want, len(res))
-		}
-		if st.Unplantable*2 > st.Questions {
-			t.Errorf("only %d of %d questions have a wrong variant", st.Questions-st.Unplantable, st.Questions)
-		}
-	})
+		})
+		t.Run(profile+"/p=0", func(t *testing.T) {
+			// Literal-case variants are left out here: the engine's literal
+			// correction repairs them (that is its job), which would make
+			// the expected figure depend on the value index.
+			kinds := slices.DeleteFunc(slices.Clone(evalsim.AllKinds), func(k string) bool { return k == evalsim.KindLiteral })
+			res, st, _ := simulate(t, f, evalsim.Options{P: 0, Q: 0, Seed: seed, Kinds: kinds}, profile, profile+"-p0")
+			if got, want := rightCount(res), st.Unplantable; got != want {
+				for _, r := range res {
+					if r.Right() {
+						t.Logf("right at p=0: %s %s\n  sql: %s", r.ID, r.Outcome, r.SQL)
+					}
+				}
+				t.Errorf("p=0: %d right, want the planted %d of %d", got, want, len(res))
+			}
+			if st.Unplantable*2 > st.Questions {
+				t.Errorf("only %d of %d questions have a wrong variant", st.Questions-st.Unplantable, st.Questions)
+			}
+		})
+	}
+	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
+}
+
+// maxBeatsFast: with P = 0.5 and Q = 0.8, max (several generators and
+// a pairwise selector) must answer more questions right than fast (one
+// generator): the mechanics of generation and selection, end to end on
+// real execution. The margin is logged.
+func maxBeatsFast(t *testing.T, f *fixture) {
+	opts := evalsim.Options{P: 0.5, Q: 0.8, Seed: seed}
+	fast, _, _ := simulate(t, f, opts, "fast", "fast-p05")
+	maxRes, _, _ := simulate(t, f, opts, "max", "max-p05")
+	nf, nm := rightCount(fast), rightCount(maxRes)
+	t.Logf("p=0.5 q=0.8 (simulated): fast %d/%d, max %d/%d, margin %+d questions (%+.1f points)",
+		nf, len(fast), nm, len(maxRes), nm-nf, 100*float64(nm-nf)/float64(len(fast)))
+	if nm <= nf {
+		t.Errorf("max %d right, fast %d: max should beat fast when generators are right half the time and the selector 80%%", nm, nf)
+	}
 }
 
 func head(t *compare.Table) string { return t.String() }
