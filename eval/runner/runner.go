@@ -243,7 +243,7 @@ func (w *worker) ask(ctx context.Context, q dataset.Question) Result {
 func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question, res *Result) bool {
 	rows, err := conn.Query(ctx, Marker(w.opts.Profile, q.Text()), pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
-		*res = fail(*res, "ask", err)
+		*res = askFailed(*res, err)
 		return false
 	}
 	var cols map[string]*string
@@ -263,12 +263,7 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 		}
 	}
 	if err := rows.Err(); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == CodeAbstained {
-			res.Outcome, res.SQLState, res.Error, res.Hint = Abstained, pe.Code, pe.Message, pe.Hint
-			return false
-		}
-		*res = fail(*res, "ask", err)
+		*res = askFailed(*res, err)
 		return false
 	}
 	if cols == nil || cols["sql"] == nil {
@@ -300,6 +295,20 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 		res.Trace = json.RawMessage(*v)
 	}
 	return true
+}
+
+// askFailed records a failed ask: abstained when the engine declined
+// (42N02), else an error.
+func askFailed(res Result, err error) Result {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == CodeAbstained {
+		res.Outcome, res.SQLState, res.Error, res.Hint = Abstained, pe.Code, pe.Message, pe.Hint
+		if pe.Detail != "" {
+			res.Error += " (" + pe.Detail + ")"
+		}
+		return res
+	}
+	return fail(res, "ask", err)
 }
 
 // query runs sql read-only with a statement time limit and reads its result

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/eval/runner"
 	"github.com/nlproxy/nlproxy/integration/evalsim"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -33,6 +34,7 @@ type fixture struct {
 	ds      *dataset.Dataset
 	prefix  string
 	cats    *catalog.Manager
+	all     []runner.Result // every run's results, for the report
 }
 
 func datasetDir(t *testing.T) string {

@@ -70,6 +70,7 @@ type Sim struct {
 
 type simQuestion struct {
 	q        dataset.Question
+	idk      bool      // unanswerable: the right answer is to say so
 	right    []string  // gold, written other ways, each checked correct
 	wrong    []variant // each checked wrong
 	gold     map[string]bool
@@ -80,7 +81,8 @@ type simQuestion struct {
 
 // Stats of a prepared simulation.
 type Stats struct {
-	Questions int
+	Questions    int // answerable
+	Unanswerable int // the right answer is UNANSWERABLE (abstaining)
 	// Unplantable questions have no wrong variant that gives another
 	// result: the model answers them right whatever P is, so with P = 0
 	// they are the whole of the expected score (the planted rate).
@@ -119,9 +121,6 @@ func New(ctx context.Context, ds *dataset.Dataset, connect func(ctx context.Cont
 		}
 	}()
 	for _, q := range ds.Questions {
-		if q.Unanswerable {
-			continue
-		}
 		if _, ok := schemas[q.DB]; !ok {
 			meta, err := dataset.ReadMetadata(ds.Dir, q.DB)
 			if err != nil {
@@ -136,7 +135,14 @@ func New(ctx context.Context, ds *dataset.Dataset, connect func(ctx context.Cont
 				return nil, st, err
 			}
 		}
-		sq, err := s.prepare(ctx, conns[q.DB], q, schemas[q.DB], &st)
+		var sq *simQuestion
+		var err error
+		if q.Unanswerable {
+			sq = unanswerable(q, schemas[q.DB])
+			st.Unanswerable++
+		} else {
+			sq, err = s.prepare(ctx, conns[q.DB], q, schemas[q.DB], &st)
+		}
 		if err != nil {
 			return nil, st, fmt.Errorf("evalsim: %s: %w", q.ID, err)
 		}
@@ -145,6 +151,9 @@ func New(ctx context.Context, ds *dataset.Dataset, connect func(ctx context.Cont
 			return nil, st, fmt.Errorf("evalsim: two questions start %q", key)
 		}
 		s.qs[key] = sq
+		if q.Unanswerable {
+			continue
+		}
 		st.Questions++
 		if len(sq.wrong) == 0 {
 			st.Unplantable++
@@ -216,6 +225,24 @@ func (s *Sim) prepare(ctx context.Context, conn *pgx.Conn, q dataset.Question, s
 	sq.tables, sq.columns, sq.literals = goldParts(full, schema)
 	return sq, nil
 }
+
+// unanswerable: the right answer says the data cannot answer; the wrong
+// one answers anyway with a query over one of the database's tables.
+func unanswerable(q dataset.Question, schema schemaInfo) *simQuestion {
+	var tables []string
+	for t := range schema {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	sq := &simQuestion{q: q, idk: true, gold: map[string]bool{}, columns: map[string][]string{}}
+	if len(tables) > 0 {
+		sq.wrong = []variant{{sql: "SELECT count(*) AS n FROM " + tables[0], kind: "answers-unanswerable"}}
+	}
+	return sq
+}
+
+// unanswerableReply is what a generator writes when the schema cannot answer.
+const unanswerableReply = "Sub-questions: none of them maps to the schema.\nUNANSWERABLE: no table holds what the question asks about"
 
 // kindRank orders variants so that the n-th of a kind comes after the
 // (n-1)-th of every kind.
@@ -417,6 +444,15 @@ func (s *Sim) reply(v fakeollama.ChatView) string {
 	case CallLiteral:
 		return s.literalReply(v, sq, r)
 	case CallSQL:
+		if sq.idk {
+			if r.Float64() < s.opts.P || len(sq.wrong) == 0 {
+				return unanswerableReply
+			}
+			s.mu.Lock()
+			s.emitted[Canonical(sq.wrong[0].sql)] = false
+			s.mu.Unlock()
+			return sqlReply(sq.wrong[0].sql)
+		}
 		return sqlReply(s.sqlAnswer(sq, r))
 	case CallSelector:
 		return s.selectorReply(v, sq, r)

@@ -1,6 +1,7 @@
 package evalsim_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/eval/report"
 	"github.com/nlproxy/nlproxy/eval/runner"
 	"github.com/nlproxy/nlproxy/integration/evalsim"
 )
@@ -19,18 +21,25 @@ import (
 const seed = 20261123
 
 // questions: every sixth answerable question (32 of 190, every database and
-// category) for CI; EVALSIM_FULL=1 asks all 190.
+// category) and every tenth unanswerable one (11 of 105) for CI;
+// EVALSIM_FULL=1 asks all 295.
 func questions(t *testing.T) *dataset.Dataset {
 	ds, err := dataset.OpenSQLEval(datasetDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds.Filter(nil, false)
 	if os.Getenv("EVALSIM_FULL") == "" {
 		var keep []dataset.Question
-		for i, q := range ds.Questions {
-			if i%6 == 0 {
+		ans, idk := 0, 0
+		for _, q := range ds.Questions {
+			switch {
+			case !q.Unanswerable && ans%6 == 0, q.Unanswerable && idk%10 == 0:
 				keep = append(keep, q)
+			}
+			if q.Unanswerable {
+				idk++
+			} else {
+				ans++
 			}
 		}
 		ds.Questions = keep
@@ -124,6 +133,7 @@ func TestSimulatedEvaluation(t *testing.T) {
 	for _, profile := range profiles {
 		t.Run(profile+"/p=1", func(t *testing.T) {
 			res, _, _ := simulate(t, f, evalsim.Options{P: 1, Q: 1, Seed: seed}, profile, profile+"-p1")
+			f.all = append(f.all, res...)
 			for _, r := range res {
 				if !r.Right() {
 					t.Errorf("%s: %s (%s %s)\n  question: %s\n  gold: %s\n  sql:  %s\n  gold rows %d %v\n  gen rows  %d %v",
@@ -154,6 +164,27 @@ func TestSimulatedEvaluation(t *testing.T) {
 		})
 	}
 	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
+
+	// The report of every run, for people (go test -artifacts keeps it;
+	// EVALSIM_OUT names a directory).
+	dir := os.Getenv("EVALSIM_OUT")
+	if dir == "" {
+		dir = t.ArtifactDir()
+	}
+	var b bytes.Buffer
+	if err := report.WriteTable(&b, f.all); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary (simulated model, not accuracy):\n%s", b.String())
+	page, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Close()
+	if err := report.WriteHTML(page, f.all, report.HTMLOptions{Title: "nlproxy eval — simulated model",
+		Note: "Simulated model (integration/evalsim): these figures test the harness and the pipeline's mechanics; they are not accuracy."}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // maxBeatsFast: with P = 0.5 and Q = 0.8, max (several generators and
@@ -163,7 +194,11 @@ func TestSimulatedEvaluation(t *testing.T) {
 func maxBeatsFast(t *testing.T, f *fixture) {
 	opts := evalsim.Options{P: 0.5, Q: 0.8, Seed: seed}
 	fast, _, _ := simulate(t, f, opts, "fast", "fast-p05")
+	bal, _, _ := simulate(t, f, opts, "balanced", "balanced-p05")
 	maxRes, _, _ := simulate(t, f, opts, "max", "max-p05")
+	f.all = append(f.all, fast...)
+	f.all = append(f.all, bal...)
+	f.all = append(f.all, maxRes...)
 	nf, nm := rightCount(fast), rightCount(maxRes)
 	t.Logf("p=0.5 q=0.8 (simulated): fast %d/%d, max %d/%d, margin %+d questions (%+.1f points)",
 		nf, len(fast), nm, len(maxRes), nm-nf, 100*float64(nm-nf)/float64(len(fast)))
