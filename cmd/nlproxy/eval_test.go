@@ -131,3 +131,64 @@ func TestEvalCommands(t *testing.T) {
 		t.Errorf("compare with one file: %v (exit %d), want a usage error", err, exitCode(err))
 	}
 }
+
+// TestEvalBIRDFormat: a BIRD-format directory (dev.json, databases/<db>/<db>.sql)
+// loads and runs with BIRD's comparison (same set of rows).
+func TestEvalBIRDFormat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgtest.Options{})
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "databases", "shop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ddl := `CREATE TABLE item (id int PRIMARY KEY, name text, price numeric);
+INSERT INTO item VALUES (1, 'pen', 2.5), (2, 'ink', 7), (3, 'pad', 4), (4, 'nib', 1.25);`
+	if err := os.WriteFile(filepath.Join(dir, "databases", "shop", "shop.sql"), []byte(ddl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dev := `[
+ {"question_id": 0, "db_id": "shop", "question": "How many items cost more than 2?", "evidence": "cost refers to price", "SQL": "SELECT count(*) FROM item WHERE price > 2", "difficulty": "simple"},
+ {"question_id": 1, "db_id": "shop", "question": "Which items cost less than 5?", "evidence": "", "SQL": "SELECT name FROM item WHERE price < 5", "difficulty": "moderate"}
+]`
+	if err := os.WriteFile(filepath.Join(dir, "dev.json"), []byte(dev), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prefix := pgtest.UniqueName(t, "bird") + "_"
+	upstream := cluster.URL(pgtest.Superuser, pgtest.SuperuserPassword, "postgres")
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"eval", "load", "--dataset", "bird", "--upstream", upstream, "--data", dir, "--prefix", prefix}, &out, &errb); err != nil {
+		t.Fatalf("eval load: %v\n%s", err, errb.String())
+	}
+	ds, err := dataset.OpenBIRD(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, _, err := evalsim.New(ctx, ds, func(ctx context.Context, db string) (*pgx.Conn, error) {
+		return cluster.Connect(ctx, prefix+db)
+	}, evalsim.Options{P: 1, Q: 1, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := fakeollama.New(t, fakeollama.Options{Default: sim.Rule()})
+	results := filepath.Join(dir, "bird.jsonl")
+	if err := run(ctx, []string{"eval", "run", "--dataset", "bird", "--upstream", upstream, "--data", dir, "--prefix", prefix,
+		"--out", results, "--quiet", "--", "--ollama-host", fake.URL(), "--model", "sim-model", "--data-dir", filepath.Join(dir, "catalog")}, &out, &errb); err != nil {
+		t.Fatalf("eval run: %v\n%s", err, errb.String())
+	}
+	rs, err := runner.ReadResults(results)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("results: %d, %v", len(rs), err)
+	}
+	for _, r := range rs {
+		if r.Dataset != "bird" || !r.Right() || r.Difficulty == "" {
+			t.Errorf("%s: dataset %q outcome %s %s difficulty %q", r.ID, r.Dataset, r.Outcome, r.Error, r.Difficulty)
+		}
+	}
+	if !strings.Contains(rs[0].Question, "\ncost refers to price") {
+		t.Errorf("evidence not passed with the question: %q", rs[0].Question)
+	}
+	if u := sim.Unknown(); len(u) > 0 {
+		t.Errorf("unrecognised model calls: %q", u)
+	}
+}

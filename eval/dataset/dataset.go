@@ -176,19 +176,20 @@ type birdItem struct {
 	Difficulty string `json:"difficulty"`
 }
 
-// OpenBIRD reads the first of dir/dev.json, dir/questions.json, dir/train.json.
+// OpenBIRD reads the first of dir/dev.json, dir/mini_dev_postgresql.json (BIRD
+// Mini-Dev's PostgreSQL version), dir/questions.json, dir/train.json.
 // Databases are dir/databases/<db_id>/<db_id>.sql (a Postgres dump or plain
 // SQL). IDs are "<db_id>/<question_id>" (or the position when absent).
 func OpenBIRD(dir string) (*Dataset, error) {
 	var path string
-	for _, name := range []string{"dev.json", "questions.json", "train.json"} {
+	for _, name := range []string{"dev.json", "mini_dev_postgresql.json", "questions.json", "train.json"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			path = filepath.Join(dir, name)
 			break
 		}
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%w: %s has no dev.json, questions.json or train.json", ErrDataset, dir)
+		return nil, fmt.Errorf("%w: %s has no dev.json, mini_dev_postgresql.json, questions.json or train.json", ErrDataset, dir)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
