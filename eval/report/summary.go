@@ -43,7 +43,7 @@ func seriesName(r runner.Result) string {
 		run = r.Dataset
 	}
 	if prof == "" {
-		prof = "default profile"
+		prof = "default profile" // per result the engine's choice is in ProfileUsed
 	}
 	return run + " / " + prof
 }

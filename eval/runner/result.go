@@ -32,7 +32,8 @@ type Result struct {
 	Category     string          `json:"category,omitempty"`
 	Difficulty   string          `json:"difficulty,omitempty"`
 	Unanswerable bool            `json:"unanswerable,omitempty"`
-	Profile      string          `json:"profile,omitempty"`
+	Profile      string          `json:"profile,omitempty"`      // the profile asked for ("" for the proxy's default)
+	ProfileUsed  string          `json:"profile_used,omitempty"` // the profile the engine says it used
 	Outcome      string          `json:"outcome"`
 	SQL          string          `json:"sql,omitempty"`
 	Gold         string          `json:"gold"`

@@ -283,8 +283,8 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 	if v := cols["cached"]; v != nil {
 		res.Cached = *v == "true" || *v == "t"
 	}
-	if v := cols["profile"]; v != nil && *v != "" && res.Profile == "" {
-		res.Profile = *v
+	if v := cols["profile"]; v != nil {
+		res.ProfileUsed = *v
 	}
 	if v := cols["confidence"]; v != nil {
 		if f, err := strconv.ParseFloat(strings.TrimSpace(*v), 64); err == nil {
