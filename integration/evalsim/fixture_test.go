@@ -35,6 +35,7 @@ type fixture struct {
 	prefix  string
 	cats    *catalog.Manager
 	all     []runner.Result // every run's results, for the report
+	sim     *evalsim.Sim    // prepared once; each run derives its own
 }
 
 func datasetDir(t *testing.T) string {

@@ -663,3 +663,42 @@ func (s *Sim) testsEvalReply(v fakeollama.ChatView, sq *simQuestion, r *rand.Ran
 	out, _ := json.Marshal(map[string]any{"reasoning": "ran each test against each candidate", "passing": passing})
 	return string(out)
 }
+
+// With returns a fresh simulated model over the same prepared questions
+// (no model state carried over: call counts, recognised SQL) answering with
+// other probabilities, seed and kinds of wrong variant — a subset of the
+// kinds s was prepared with. Preparing runs every gold query and variant on
+// the databases; this does not.
+func (s *Sim) With(opts Options) (*Sim, Stats) {
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = s.opts.Kinds
+	}
+	opts.MaxVariants = s.opts.MaxVariants
+	n := &Sim{opts: opts, qs: map[string]*simQuestion{}, calls: map[string]int{}, kinds: map[string]int{}, emitted: map[string]bool{}, connect: s.connect}
+	st := Stats{Variants: map[string]int{}}
+	for key, q := range s.qs {
+		cp := *q
+		cp.wrong = nil
+		for _, v := range q.wrong {
+			if q.idk || slices.Contains(opts.Kinds, v.kind) {
+				cp.wrong = append(cp.wrong, v)
+			}
+		}
+		n.qs[key] = &cp
+		if q.idk {
+			st.Unanswerable++
+			continue
+		}
+		st.Questions++
+		if len(cp.wrong) == 0 {
+			st.Unplantable++
+		}
+		if cp.right[0] != compare.Full(q.q.Gold) {
+			st.Reformatted++
+		}
+		for _, v := range cp.wrong {
+			st.Variants[v.kind]++
+		}
+	}
+	return n, st
+}
