@@ -85,12 +85,24 @@ func chromiumCheck(ctx context.Context, t *testing.T, page string, args ...strin
 	if err != nil {
 		t.Skip("chromium not installed")
 	}
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
-	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), "file://"+page)...)
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	// One more try when the browser itself fails to start or crashes on a
+	// loaded machine; a page that breaks it breaks it twice.
+	for try := 1; ; try++ {
+		stdout.Reset()
+		stderr.Reset()
+		cmd := exec.CommandContext(ctx, bin, append(append(base, args...), "file://"+page)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if try == 2 || ctx.Err() != nil {
+			t.Fatalf("chromium: %v\n%s", err, stderr.String())
+		}
+		t.Logf("chromium failed, trying again: %v\n%s", err, stderr.String())
 	}
 	for _, line := range strings.Split(stderr.String(), "\n") {
 		if strings.Contains(line, ":CONSOLE") {
