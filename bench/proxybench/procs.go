@@ -218,7 +218,7 @@ func buildNlproxy(ctx context.Context, repo, out string) error {
 }
 
 // startNlproxy runs `nlproxy serve` on a free port in front of upstream.
-func startNlproxy(ctx context.Context, parent, bin, upstreamURL string, extra []string) (*proc, int, error) {
+func startNlproxy(ctx context.Context, parent, name, bin, upstreamURL string, extra []string) (*proc, int, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, 0, fmt.Errorf("nlproxy binary: %w", err)
 	}
@@ -228,7 +228,7 @@ func startNlproxy(ctx context.Context, parent, bin, upstreamURL string, extra []
 	}
 	args := append([]string{"serve", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		"--upstream", upstreamURL, "--log-level", "warn"}, extra...)
-	p, err := startProc(ctx, "nlproxy", filepath.Join(parent, "nlproxy.log"), nil, bin, args...)
+	p, err := startProc(ctx, name, filepath.Join(parent, name+".log"), nil, bin, args...)
 	if err != nil {
 		return nil, 0, err
 	}
