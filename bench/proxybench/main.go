@@ -37,6 +37,7 @@ type options struct {
 	streamSQL   string
 	nlproxyBin  string
 	nlproxyArgs []string
+	altArgs     []string
 	build       bool
 	pgbouncer   string
 	pgpool      string
@@ -68,11 +69,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.repeat, "repeat", 1, "runs per target and config; the median is reported")
 	fs.IntVar(&o.warmup, "warmup", 3, "seconds of pgbench warm-up per target before measuring (0 = none)")
 	fs.IntVar(&o.scale, "scale", 10, "pgbench -i scale factor")
-	targets := fs.String("targets", "direct,pgbouncer,pgpool,nlproxy", "comma-separated endpoints to benchmark: direct, pgbouncer, pgpool, nlproxy, nlproxy-engine (the engine on, Ollama unreachable: plain SQL only)")
+	targets := fs.String("targets", "direct,pgbouncer,pgpool,nlproxy", "comma-separated endpoints to benchmark: direct, pgbouncer, pgpool, nlproxy, nlproxy-engine (the engine on, Ollama unreachable: plain SQL only), nlproxy-alt (-nlproxy-alt-args)")
 	fs.IntVar(&o.streamRows, "stream-rows", 5_000_000, "rows in the large-result test (0 = skip it)")
 	fs.StringVar(&o.streamSQL, "stream-sql", "", "query for the large-result test instead of the built-in one (e.g. a server-heavy md5 variant)")
 	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
-	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`")
+	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`; NAME=value words go to its environment")
+	altArgs := fs.String("nlproxy-alt-args", "", "arguments for target nlproxy-alt, a second nlproxy to compare with (e.g. \"--no-engine GOMAXPROCS=1\")")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
 	fs.StringVar(&o.pgpool, "pgpool", "/usr/sbin/pgpool", "pgpool-II binary")
@@ -94,9 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
 		switch t {
-		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine:
+		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, nlproxy, nlproxy-engine)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, nlproxy, nlproxy-engine, nlproxy-alt)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -104,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	o.nlproxyArgs = strings.Fields(*nlArgs)
+	o.altArgs = strings.Fields(*altArgs)
 	if *quick {
 		o.configs = []Config{o.configs[0], o.configs[3]}
 	}
@@ -138,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyEngine) {
+	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyEngine) || containsTarget(o.targets, targetNlproxyAlt) {
 		bin := o.nlproxyBin
 		if !filepath.IsAbs(bin) {
 			bin = filepath.Join(root, bin)
@@ -205,10 +208,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			eps[t] = ep
-		case targetNlproxy, targetNlproxyEngine:
+		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
 			args := o.nlproxyArgs
-			if t == targetNlproxyEngine {
+			switch t {
+			case targetNlproxyEngine:
 				args = engineArgs(o.nlproxyArgs)
+			case targetNlproxyAlt:
+				args = o.altArgs
 			}
 			p, port, err := startNlproxy(ctx, tmp, t, o.nlproxyBin, upstreamURL, args)
 			if err != nil {

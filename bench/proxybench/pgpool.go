@@ -80,7 +80,7 @@ func startPgpool(ctx context.Context, bin, upHost string, upPort, children int) 
 		return nil, 0, fmt.Errorf("pcp conf: %w", err)
 	}
 	// -D: ignore any saved backend status; the backend is always up here.
-	p, err := startProc(ctx, "pgpool", filepath.Join(dir, "pgpool.out"), nil, bin, "-n", "-D", "-f", conf, "-F", pcp)
+	p, err := startProc(ctx, "pgpool", filepath.Join(dir, "pgpool.out"), nil, nil, bin, "-n", "-D", "-f", conf, "-F", pcp)
 	if err != nil {
 		return nil, 0, err
 	}

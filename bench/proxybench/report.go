@@ -14,6 +14,7 @@ const (
 	targetPgpool        = "pgpool"
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
+	targetNlproxyAlt    = "nlproxy-alt"
 )
 
 // TargetStats is the median of a target's runs for one config.
