@@ -27,6 +27,9 @@ import (
 //	NLPROXY_RELAY_BENCH=1 go test -run TestRelayCost -v ./proxy [-cpuprofile cpu.out -memprofile mem.out]
 //
 // NLPROXY_RELAY_BENCH_CONFIGS picks configs (e.g. "1:simple,16:prepared"),
+// NLPROXY_RELAY_BENCH_PROCS GOMAXPROCS values to interleave (e.g. "2,1"),
+// NLPROXY_RELAY_BENCH_REPEAT the rounds, NLPROXY_RELAY_BENCH_PERF=1 system
+// calls by kind per transaction (perf stat),
 // NLPROXY_RELAY_BENCH_TXNS the transactions per run (default 20000),
 // NLPROXY_RELAY_BENCH_ENGINE=1 sets OnDDL as an enabled engine does.
 func TestRelayCost(t *testing.T) {
@@ -34,20 +37,16 @@ func TestRelayCost(t *testing.T) {
 		t.Skip("set NLPROXY_RELAY_BENCH=1 to run")
 	}
 	needPG(t)
-	// One proxy per BlockingSessions setting, runs interleaved.
-	// Each setting is BlockingSessions[/GOMAXPROCS].
-	type setting struct{ blocking, procs int }
-	settings := []setting{{0, 0}}
-	if v := os.Getenv("NLPROXY_RELAY_BENCH_BLOCKING"); v != "" {
+	// GOMAXPROCS settings to interleave (0: the default).
+	settings := []int{0}
+	if v := os.Getenv("NLPROXY_RELAY_BENCH_PROCS"); v != "" {
 		settings = nil
 		for _, f := range strings.Split(v, ",") {
-			b, p, _ := strings.Cut(f, "/")
-			n, err := strconv.Atoi(b)
-			procs, perr := strconv.Atoi(p)
-			if err != nil || (p != "" && perr != nil) {
-				t.Fatalf("NLPROXY_RELAY_BENCH_BLOCKING %q", v)
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 0 {
+				t.Fatalf("NLPROXY_RELAY_BENCH_PROCS %q", v)
 			}
-			settings = append(settings, setting{n, procs})
+			settings = append(settings, n)
 		}
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
@@ -55,20 +54,17 @@ func TestRelayCost(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("NLPROXY_RELAY_BENCH_REPEAT")); err == nil && v > 0 {
 		repeat = v
 	}
-	addrs := make([]string, len(settings))
-	for i, b := range settings {
-		srv := &Server{Logger: zap.NewNop(), BlockingSessions: b.blocking}
-		if os.Getenv("NLPROXY_RELAY_BENCH_ENGINE") != "" {
-			srv.OnDDL = func(string, string) {}
-		}
-		_, addrs[i] = trustServer(t, srv)
+	srv := &Server{Logger: zap.NewNop()}
+	if os.Getenv("NLPROXY_RELAY_BENCH_ENGINE") != "" {
+		srv.OnDDL = func(string, string) {}
 	}
+	_, addr := trustServer(t, srv)
 	bin := trustPG.Bin("pgbench")
 	baseFor := func(addr string) []string {
 		host, port, _ := net.SplitHostPort(addr)
 		return []string{"-h", host, "-p", port, "-U", pgtest.Superuser}
 	}
-	if out, err := exec.Command(bin, append(baseFor(addrs[0]), "-i", "-q", "-s", "1", "postgres")...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, append(baseFor(addr), "-i", "-q", "-s", "1", "postgres")...).CombinedOutput(); err != nil {
 		t.Fatalf("pgbench -i: %v\n%s", err, out)
 	}
 	txns := 20000
@@ -82,13 +78,12 @@ func TestRelayCost(t *testing.T) {
 	for r := 0; r < repeat; r++ {
 		for k := range settings {
 			i := (k + r) % len(settings)
-			st := settings[i]
-			procs := st.procs
+			procs := settings[i]
 			if procs == 0 {
 				procs = runtime.NumCPU()
 			}
 			runtime.GOMAXPROCS(procs)
-			runRelayConfigs(t, bin, baseFor(addrs[i]), fmt.Sprintf("blocking=%d procs=%d", st.blocking, procs), configs, txns)
+			runRelayConfigs(t, bin, baseFor(addr), fmt.Sprintf("GOMAXPROCS=%d", procs), configs, txns)
 		}
 	}
 }

@@ -54,26 +54,18 @@ type Server struct {
 	// OnDDL is called in its own goroutine when a CREATE/ALTER/DROP/COMMENT
 	// CommandComplete passes to a client.
 	OnDDL func(database string, commandTag string)
-	// BlockingSessions: while at most this many sessions are established,
-	// they relay with blocking reads on their own OS threads instead of
-	// through the netpoller (fewer wake-ups per round trip, two threads per
-	// session; see blocking.go). 0 means 4; negative turns the mode off. Not
-	// used with idle timeouts or TLS.
-	BlockingSessions int
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 
-	mu          sync.Mutex
-	listeners   map[net.Listener]struct{}
-	conns       map[*session]struct{}
-	sessions    int                 // sessions past startup, counted against MaxConns
-	established int                 // sessions past the handshake (blocking mode's load measure)
-	blocking    int                 // sessions in blocking mode (BlockingSessions)
-	keys        map[string]*session // cancelKey(real pid, proxy secret) → session
-	asks        int                 // asks being answered (MaxAsks)
-	asksBy      map[string]int      // … per client host (MaxAsksPerClient)
-	shutdown    bool
-	wg          sync.WaitGroup
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*session]struct{}
+	sessions  int                 // sessions past startup, counted against MaxConns
+	keys      map[string]*session // cancelKey(real pid, proxy secret) → session
+	asks      int                 // asks being answered (MaxAsks)
+	asksBy    map[string]int      // … per client host (MaxAsksPerClient)
+	shutdown  bool
+	wg        sync.WaitGroup
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
 }

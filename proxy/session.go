@@ -86,8 +86,6 @@ type session struct {
 	copyIn         bool   // the server waits for COPY data from the client
 	clientEncoding string // from ParameterStatus
 
-	block blockState // blocking mode (see blocking.go); guarded by srv.mu
-
 	closeOnce sync.Once
 
 	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
@@ -139,7 +137,6 @@ func (s *session) run() {
 	}
 	s.auditReady()
 	defer s.auditEnd()
-	s.enterEstablished()
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -161,13 +158,9 @@ func (s *session) close() {
 		up, key, acquired := s.upConn, s.key, s.acquired
 		s.mu.Unlock()
 		s.cancel()
-		blockUp := s.leaveEstablished()
 		if up != nil {
-			_ = up.SetWriteDeadline(time.Now().Add(terminateWait))
+			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			_, _ = io.WriteString(up, terminateMsg)
-			if blockUp != nil {
-				shutdown(blockUp)
-			}
 			up.Close()
 		}
 		s.client.Close()

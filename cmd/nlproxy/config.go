@@ -33,7 +33,6 @@ type Config struct {
 	IdleTimeout              Duration `yaml:"idle_timeout"`
 	IdleInTransactionTimeout Duration `yaml:"idle_in_transaction_timeout"`
 	MaxMessageSize           int      `yaml:"max_message_size"`
-	BlockingSessions         int      `yaml:"blocking_sessions"`
 	ShutdownTimeout          Duration `yaml:"shutdown_timeout"`
 
 	LogLevel  string `yaml:"log_level"`
@@ -231,7 +230,6 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Var(&cfg.IdleTimeout, "idle-timeout", "close clients idle outside a transaction this long, 0 = never (env NLPROXY_IDLE_TIMEOUT)")
 	fs.Var(&cfg.IdleInTransactionTimeout, "idle-in-transaction-timeout", "close clients idle inside a transaction this long, 0 = never (env NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT)")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", cfg.MaxMessageSize, "largest client message accepted, bytes (env NLPROXY_MAX_MESSAGE_SIZE)")
-	fs.IntVar(&cfg.BlockingSessions, "blocking-sessions", cfg.BlockingSessions, "sessions at a time that relay with blocking reads on their own threads, 0 = default (4), -1 = none (env NLPROXY_BLOCKING_SESSIONS)")
 	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "on SIGTERM/SIGINT, how long to let sessions drain (env NLPROXY_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
@@ -354,7 +352,6 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	duration("NLPROXY_IDLE_TIMEOUT", &cfg.IdleTimeout)
 	duration("NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT", &cfg.IdleInTransactionTimeout)
 	integer("NLPROXY_MAX_MESSAGE_SIZE", &cfg.MaxMessageSize)
-	integer("NLPROXY_BLOCKING_SESSIONS", &cfg.BlockingSessions)
 	duration("NLPROXY_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
 	str("NLPROXY_LOG_LEVEL", &cfg.LogLevel)
 	str("NLPROXY_LOG_FORMAT", &cfg.LogFormat)

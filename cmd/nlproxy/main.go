@@ -181,7 +181,6 @@ func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
 		IdleTimeout:              time.Duration(cfg.IdleTimeout),
 		IdleInTransactionTimeout: time.Duration(cfg.IdleInTransactionTimeout),
 		MaxMessageSize:           cfg.MaxMessageSize,
-		BlockingSessions:         cfg.BlockingSessions,
 		Logger:                   logger,
 	}
 	for _, e := range cfg.Upstreams {
