@@ -263,5 +263,22 @@ func hostInfo(ctx context.Context, c *pgtest.Cluster, o options) string {
 			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
 		}
 	}
+	if containsTarget(o.targets, targetPgpool) {
+		if out, err := exec.CommandContext(ctx, o.pgpool, "--version").CombinedOutput(); err == nil {
+			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
+		}
+	}
 	return strings.Join(parts, ", ")
+}
+
+// loadAvg is the 1-minute load average, which says how shared the machine was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

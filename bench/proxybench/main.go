@@ -155,6 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	loadStart := loadAvg()
 	logf("starting postgres")
 	cluster, err := pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust", Settings: map[string]string{
 		"max_connections": "200",
@@ -257,6 +258,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			logf("warning: nlproxy exited during the benchmark:\n%s", p.LogTail())
 		}
 	}
+	rep.Host += fmt.Sprintf(", load average %s at start, %s at end", loadStart, loadAvg())
 	rep.evaluate(o.maxRSSMB)
 
 	fmt.Fprintln(stdout)
