@@ -30,6 +30,8 @@ var tmpl = template.Must(template.New("prompts").Funcs(template.FuncMap{
 	"nodot":   func(s string) string { return strings.TrimRight(s, ". ") },
 	"join":    strings.Join,
 	"table":   renderSample,
+	"cost":    costText,
+	"add":     func(a, b int) int { return a + b },
 }).ParseFS(files, "templates/*.tmpl"))
 
 // ErrMissing is wrapped by render functions when a required field is empty.

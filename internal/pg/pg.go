@@ -69,6 +69,8 @@ func (e *Error) Error() string {
 // Rows is a bounded, text-format result. A nil value is SQL NULL.
 type Rows struct {
 	Columns []string
+	// Types are the columns' type OIDs, as the RowDescription gives them.
+	Types []uint32
 	Values  [][]*string
 	// Truncated says more rows existed than were kept.
 	Truncated bool
