@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -24,6 +25,10 @@ type Translator struct {
 	// StatementTimeout bounds each run of the generated query (default
 	// DefaultStatementTimeout).
 	StatementTimeout time.Duration
+	// Optimizer answers `optimize:`; nil refuses it (0A000). Its guard
+	// options are replaced per database by the engine's, with that
+	// database's function catalog.
+	Optimizer *optimize.Optimizer
 }
 
 var _ proxy.Translator = Translator{}
@@ -33,6 +38,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if req.Marker.Kind == proxy.MarkerOptimize {
+		return t.optimize(ctx, req)
+	}
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,

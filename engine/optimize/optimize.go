@@ -431,6 +431,16 @@ func (s *search) chat(ctx context.Context, name string, pr prompts.Prompt) (llm.
 // interleaved, and returns the fastest one that beats it by MinGain.
 func (s *search) confirm(ctx context.Context) error {
 	if len(s.pool) == 0 {
+		// Nothing to compare; the original is still measured for the report.
+		orig := make([]time.Duration, 0, s.o.timingRuns())
+		for r := 0; r < s.o.timingRuns(); r++ {
+			d, _, err := s.timed(ctx, s.req.Statement)
+			if err != nil {
+				return err
+			}
+			orig = append(orig, d)
+		}
+		s.out.OriginalTime, s.out.ResultTime = median(orig), median(orig)
 		s.out.Reason = "kept the original: " + s.fallback
 		return nil
 	}
@@ -488,6 +498,7 @@ func (s *search) confirm(ctx context.Context) error {
 		}
 	}
 	if best < 0 {
+		s.out.ResultTime = s.out.OriginalTime
 		s.out.Reason = "kept the original: no equivalent rewrite was measured faster (by at least " + fmt.Sprintf("%.0f%%", 100*s.o.minGain()) + ")"
 		return nil
 	}
