@@ -70,8 +70,8 @@ func (e *Error) Error() string {
 type Rows struct {
 	Columns []string
 	// Types are the columns' type OIDs, as the RowDescription gives them.
-	Types []uint32
-	Values  [][]*string
+	Types  []uint32
+	Values [][]*string
 	// Truncated says more rows existed than were kept.
 	Truncated bool
 	// Tag is the command tag ("SELECT 3").
