@@ -31,7 +31,7 @@ var tmpl = template.Must(template.New("prompts").Funcs(template.FuncMap{
 	"join":    strings.Join,
 	"table":   renderSample,
 	"cost":    costText,
-	"add":     func(a, b int) int { return a + b },
+	"inc":     func(i int) int { return i + 1 },
 }).ParseFS(files, "templates/*.tmpl"))
 
 // ErrMissing is wrapped by render functions when a required field is empty.
@@ -130,6 +130,9 @@ type CandidateParams struct {
 	Descriptions  []Description
 	Examples      []Example
 	ServerVersion string // e.g. "16"; optional
+	// Method is the chain of thought asked for: MethodDivide (default) or
+	// MethodPlan.
+	Method string
 }
 
 // Candidate renders the divide-and-conquer chain-of-thought generation
@@ -137,6 +140,13 @@ type CandidateParams struct {
 func Candidate(p CandidateParams) (Prompt, error) {
 	if err := required("Question", p.Question, "Schema", p.Schema); err != nil {
 		return Prompt{}, err
+	}
+	switch p.Method {
+	case "":
+		p.Method = MethodDivide
+	case MethodDivide, MethodPlan:
+	default:
+		return Prompt{}, fmt.Errorf("prompts: unknown candidate method %q", p.Method)
 	}
 	return render("candidate", p, "")
 }

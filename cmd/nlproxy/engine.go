@@ -26,6 +26,8 @@ type engineParts struct {
 	catalogs   *catalog.Manager
 	llm        *llm.OllamaClient
 	llmConfig  llm.Config
+	engine     *engine.Engine
+	examples   []example
 }
 
 func (p *engineParts) Close() error {
@@ -86,16 +88,26 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialMaxBytes: ec.TrialMaxBytes,
 		NumCtx:        ec.NumCtx,
 		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
+
+		DefaultProfile:   ec.Profile,
+		DatabaseProfiles: ec.DatabaseProfiles,
+		Parallel:         ec.Parallel,
 	}
 	// A malformed pattern would silently allow or deny everything.
 	if _, err := guard.Check("SELECT 1", eng.Guard); err != nil {
 		return nil, fmt.Errorf("function patterns: %w", err)
 	}
+	var examples []example
+	if ec.Examples != "" {
+		if examples, err = loadExamples(ec.Examples); err != nil {
+			return nil, err
+		}
+	}
 	// optimize: uses the generator model with the optimizer's defaults; the
 	// guard options come from the engine per database.
 	opt := &optimize.Optimizer{LLM: client, NumCtx: ec.NumCtx}
 	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
-		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
+		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 
 // attach makes srv answer natural-language statements with the engine and

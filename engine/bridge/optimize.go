@@ -83,7 +83,17 @@ func optimizeReport(out optimize.Outcome, show func(guard.Statement) string) *pr
 		verdict = "optimized"
 	}
 	rows = append(rows, []string{"result", "", verdict, costText(out.ResultCost), msText(out.ResultTime), show(out.Result), out.Reason})
-	return &proxy.StaticResult{Columns: optimizeColumns, Rows: rows}
+	// Empty fields (no policy, not planned, not measured, no note) are NULL.
+	vals := make([][]*string, len(rows))
+	for i, r := range rows {
+		vals[i] = make([]*string, len(r))
+		for j := range r {
+			if r[j] != "" {
+				vals[i][j] = &r[j]
+			}
+		}
+	}
+	return &proxy.StaticResult{Columns: optimizeColumns, Rows: vals}
 }
 
 // optimizeNotice is the one-line summary sent as a NOTICE.

@@ -29,6 +29,7 @@ func TestAsk(t *testing.T) {
 	t.Run("Clients", func(t *testing.T) { testClients(t, f) })
 	t.Run("CacheHit", func(t *testing.T) { testCacheHit(t, f) })
 	t.Run("OllamaDown", func(t *testing.T) { testOllamaDown(t, f) })
+	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
 	t.Run("Optimize", func(t *testing.T) { testOptimize(t, f) })
 }
 
@@ -135,8 +136,8 @@ func testWritesRejected(t *testing.T, f *fixture) {
 		if code := pgCode(err); code != "42501" {
 			t.Fatalf("%v: err = %v, want SQLSTATE 42501", mode, err)
 		}
-		if n := f.chatCalls(); n != 5 {
-			t.Errorf("%v: LLM chat requests = %d, want 5 (keywords, candidate, 3 fixes)", mode, n)
+		if n := f.chatCalls(); n != 4 {
+			t.Errorf("%v: LLM chat requests = %d, want 4 (fast profile: keywords, candidate, 2 fixes)", mode, n)
 		}
 		assertUsable(ctx, t, c)
 	}
