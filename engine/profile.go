@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nlproxy/nlproxy/engine/optimize"
 )
 
 // Profile says what fills each stage slot of a translation and how much it
@@ -97,6 +99,7 @@ func Profiles() map[string]*Profile {
 			Fixer:             fix,
 			FixRounds:         2,
 			Selector:          pairwiseSelector{maxClusters: 3},
+			Optimizer:         GuidedCostDescent(&optimize.Optimizer{MinCost: DefaultOptimizeMinCost}),
 			MaxLLMCalls:       30,
 			MaxTokens:         320_000,
 			AbstainBelow:      0.3,

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
@@ -97,28 +95,7 @@ func optimizeReport(out optimize.Outcome, show func(guard.Statement) string) *pr
 }
 
 // optimizeNotice is the one-line summary sent as a NOTICE.
-func optimizeNotice(out optimize.Outcome) string {
-	var b strings.Builder
-	b.WriteString("nlproxy optimize: ")
-	if out.Improved {
-		fmt.Fprintf(&b, "%.1fx faster (planner cost %s -> %s, %s ms -> %s ms)", out.Speedup(),
-			costText(out.OriginalCost), costText(out.ResultCost), msText(out.OriginalTime), msText(out.ResultTime))
-	} else {
-		b.WriteString(out.Reason)
-	}
-	fmt.Fprintf(&b, "; %d proposals, %d LLM calls", len(out.Steps), out.LLMCalls)
-	if rej := out.Rejected(); len(rej) > 0 {
-		var parts []string
-		n := 0
-		for v, c := range rej {
-			parts = append(parts, fmt.Sprintf("%s %d", v, c))
-			n += c
-		}
-		sort.Strings(parts)
-		fmt.Fprintf(&b, "; %d rejected (%s)", n, strings.Join(parts, ", "))
-	}
-	return b.String()
-}
+func optimizeNotice(out optimize.Outcome) string { return "nlproxy optimize: " + out.Summary() }
 
 func costText(c float64) string { return strconv.FormatFloat(c, 'f', 2, 64) }
 

@@ -33,6 +33,15 @@ type Executor interface {
 	Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error)
 }
 
+// Model is how the optimizer talks to the model; the engine's stage Model
+// satisfies it (calls then count against the ask's profile budget). An
+// answer without SQL is an error the optimizer reads as a rejected
+// proposal.
+type Model interface {
+	SQL(ctx context.Context, p prompts.Prompt, temperature float64) (string, error)
+	JSON(ctx context.Context, p prompts.Prompt, temperature float64, out any) error
+}
+
 // Defaults for the Optimizer's zero fields.
 const (
 	DefaultTolerance   = 3
@@ -48,6 +57,8 @@ const (
 // Optimizer runs guided cost descent. Configure it by its fields; zero
 // values take the defaults above. Safe for concurrent use.
 type Optimizer struct {
+	// LLM is used when a Request brings no Model: one chat call per step,
+	// no corrective re-asks.
 	LLM llm.Client
 	// Guard checks the user's SQL and every proposal (Optimize; Run takes
 	// the options per request, e.g. with each database's function catalog).
@@ -78,6 +89,9 @@ type Optimizer struct {
 	// original has a top-level ORDER BY.
 	CompareRows int
 	NumCtx      int
+	// MinCost skips the optimization (no model call) when the original's
+	// planner cost is below it: cheap queries are not worth the calls.
+	MinCost float64
 	// Policies offered to the model; default prompts.DefaultPolicies().
 	Policies []prompts.Policy
 }
@@ -88,6 +102,8 @@ type Request struct {
 	Statement guard.Statement // the user's SQL, sealed
 	Question  string          // what the query answers, when known
 	Guard     guard.Options
+	// Model, when set, is used instead of the Optimizer's LLM.
+	Model Model
 }
 
 // Verdict is what the supervisor made of one proposal.
@@ -96,22 +112,21 @@ type Verdict string
 // Verdicts. The first two are valid plans; the others are the error
 // monitor's rejections and the final measurement's.
 const (
-	VerdictImproved    Verdict = "improved"       // valid, cheaper than the latest valid plan
-	VerdictNoGain      Verdict = "no-improvement" // valid, not cheaper
-	VerdictNoSQL       Verdict = "no-sql"         // no SQL in the answer
-	VerdictSyntax      Verdict = "syntax"         // does not parse
-	VerdictGuard       Verdict = "guard"          // not a read-only SELECT the guard accepts
-	VerdictTables      Verdict = "tables"         // reads a relation the original does not
-	VerdictPlan        Verdict = "plan-error"     // the server cannot plan it
-	VerdictRunError    Verdict = "run-error"      // it failed or timed out when run
-	VerdictShape       Verdict = "shape"          // other columns, names or types
-	VerdictResult      Verdict = "result"         // other rows (multiset)
-	VerdictOrder       Verdict = "order"          // same rows, other order under ORDER BY
-	VerdictUnstable    Verdict = "unstable"       // its result changed between runs
-	VerdictDuplicate   Verdict = "duplicate"      // same statement as an earlier one
-	VerdictSlower      Verdict = "not-faster"     // cheaper by the planner, not faster when measured
-	VerdictChosen      Verdict = "chosen"         // the returned rewrite
-	VerdictInstruction Verdict = "instruction"    // the instruction step failed (the step still ran)
+	VerdictImproved  Verdict = "improved"       // valid, cheaper than the latest valid plan
+	VerdictNoGain    Verdict = "no-improvement" // valid, not cheaper
+	VerdictNoSQL     Verdict = "no-sql"         // no SQL in the answer
+	VerdictSyntax    Verdict = "syntax"         // does not parse
+	VerdictGuard     Verdict = "guard"          // not a read-only SELECT the guard accepts
+	VerdictTables    Verdict = "tables"         // reads a relation the original does not
+	VerdictPlan      Verdict = "plan-error"     // the server cannot plan it
+	VerdictRunError  Verdict = "run-error"      // it failed or timed out when run
+	VerdictShape     Verdict = "shape"          // other columns, names or types
+	VerdictResult    Verdict = "result"         // other rows (multiset)
+	VerdictOrder     Verdict = "order"          // same rows, other order under ORDER BY
+	VerdictUnstable  Verdict = "unstable"       // its result changed between runs
+	VerdictDuplicate Verdict = "duplicate"      // same statement as an earlier one
+	VerdictSlower    Verdict = "not-faster"     // cheaper by the planner, not faster when measured
+	VerdictChosen    Verdict = "chosen"         // the returned rewrite
 )
 
 // Valid reports whether the proposal passed the error monitor.
@@ -155,6 +170,33 @@ func (o Outcome) Speedup() float64 {
 	return float64(o.OriginalTime) / float64(o.ResultTime)
 }
 
+// Summary is a one-line account of the outcome, for a NOTICE or a trace.
+func (o Outcome) Summary() string {
+	var b strings.Builder
+	if o.Improved {
+		fmt.Fprintf(&b, "%.1fx faster (planner cost %.2f -> %.2f, %s -> %s)", o.Speedup(),
+			o.OriginalCost, o.ResultCost, msText(o.OriginalTime), msText(o.ResultTime))
+	} else {
+		b.WriteString(o.Reason)
+	}
+	fmt.Fprintf(&b, "; %d proposals, %d LLM calls", len(o.Steps), o.LLMCalls)
+	if rej := o.Rejected(); len(rej) > 0 {
+		var parts []string
+		n := 0
+		for v, c := range rej {
+			parts = append(parts, fmt.Sprintf("%s %d", v, c))
+			n += c
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(&b, "; %d rejected (%s)", n, strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+func msText(d time.Duration) string {
+	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
+}
+
 // Rejected counts the proposals the error monitor rejected, by verdict.
 func (o Outcome) Rejected() map[Verdict]int {
 	out := map[Verdict]int{}
@@ -192,13 +234,16 @@ func (o *Optimizer) Run(ctx context.Context, req Request) (Outcome, error) {
 		}
 		return Outcome{}, err
 	}
-	for run := 1; run <= o.runs(); run++ {
+	for run := 1; run <= o.runs() && s.stopped == ""; run++ {
 		if err := s.descend(ctx, run); err != nil {
 			return Outcome{}, err
 		}
 	}
 	if err := s.confirm(ctx); err != nil {
 		return Outcome{}, err
+	}
+	if s.stopped != "" {
+		s.out.Reason += " (the descent stopped early: " + s.stopped + ")"
 	}
 	return s.out, nil
 }
@@ -262,6 +307,7 @@ type search struct {
 	pool     []int          // indexes into out.Steps of valid plans cheaper than the original
 	seen     map[string]int // sealed SQL → index of the step that proposed it
 	fallback string         // why the original is kept when nothing was confirmed
+	stopped  string         // why the descent stopped early (model failure, budget)
 }
 
 // prepare measures the original: its cost, its result fingerprint (twice:
@@ -274,6 +320,9 @@ func (s *search) prepare(ctx context.Context) error {
 		return err
 	}
 	s.out.OriginalCost, s.out.ResultCost, s.plan0 = cost, cost, plan
+	if cost < s.o.MinCost {
+		return &keepOriginal{fmt.Sprintf("planner cost %.2f is below the optimizer's threshold %.2f", cost, s.o.MinCost)}
+	}
 	ref, err := s.reference(ctx, st)
 	if err != nil {
 		var se *pg.Error
@@ -318,11 +367,18 @@ func (s *search) descend(ctx context.Context, run int) error {
 			Question: s.req.Question, History: history, Feedback: feedback, Policies: s.o.policies(),
 		}
 		step := Step{Run: run, N: n}
-		if err := s.instruct(ctx, &p, &step); err != nil {
-			return err
+		err := s.instruct(ctx, &p, &step)
+		if err == nil {
+			err = s.rewrite(ctx, p, &step)
 		}
-		if err := s.rewrite(ctx, p, &step); err != nil {
-			return err
+		if err != nil {
+			// Before any proposal a failing model is the answer's error;
+			// later the descent stops and what was found is confirmed.
+			if ctx.Err() != nil || len(s.out.Steps) == 0 {
+				return err
+			}
+			s.stopped = err.Error()
+			return nil
 		}
 		if step.Verdict == "" {
 			if err := s.check(ctx, &step); err != nil {
@@ -364,20 +420,20 @@ func (s *search) descend(ctx context.Context, run int) error {
 	return nil
 }
 
-// instruct is the instruction step: which policy, and what to change. A
-// failed instruction step does not end the run: the rewrite step is asked
-// to apply whichever policy helps most.
+// instruct is the instruction step: which policy, and what to change. An
+// instruction that cannot be read does not end the step: the rewrite step
+// is asked to apply whichever policy helps most.
 func (s *search) instruct(ctx context.Context, p *prompts.OptimizeParams, step *Step) error {
 	pr, err := prompts.OptimizeInstruction(*p)
 	if err != nil {
 		return err
 	}
-	resp, err := s.chat(ctx, "optimize-instruction", pr)
-	if err != nil {
-		return err
-	}
 	var ir prompts.InstructionResult
-	if err := llm.ExtractJSON(resp.Content, &ir); err != nil || strings.TrimSpace(ir.Instruction) == "" {
+	s.out.LLMCalls++
+	if err := s.model().JSON(ctx, pr, s.o.temperature(), &ir); err != nil && !errors.Is(err, llm.ErrBadOutput) {
+		return fmt.Errorf("optimize: instruction step: %w", err)
+	}
+	if strings.TrimSpace(ir.Instruction) == "" {
 		ir = prompts.InstructionResult{Instruction: "Apply the policy that reduces the cost most."}
 	}
 	if !knownPolicy(s.o.policies(), ir.Policy) {
@@ -395,36 +451,62 @@ func (s *search) rewrite(ctx context.Context, p prompts.OptimizeParams, step *St
 	if err != nil {
 		return err
 	}
-	resp, err := s.chat(ctx, "optimize-rewrite", pr)
-	if err != nil {
-		return err
-	}
-	sql, err := llm.ExtractSQL(resp.Content)
-	if err != nil {
+	s.out.LLMCalls++
+	sql, err := s.model().SQL(ctx, pr, s.o.temperature())
+	switch {
+	case errors.Is(err, llm.ErrBadOutput) || errors.Is(err, llm.ErrUnanswerable):
 		step.Verdict, step.Reason = VerdictNoSQL, "the answer holds no SQL query"
 		return nil
+	case err != nil:
+		return fmt.Errorf("optimize: rewrite step: %w", err)
 	}
 	step.SQL = sql
 	return nil
 }
 
-func (s *search) chat(ctx context.Context, name string, pr prompts.Prompt) (llm.ChatResponse, error) {
-	resp, err := s.o.LLM.Chat(ctx, llm.ChatRequest{
+func (s *search) model() Model {
+	if s.req.Model != nil {
+		return s.req.Model
+	}
+	return clientModel{s}
+}
+
+// clientModel is the Optimizer's own LLM client as a Model: one call per
+// step, tokens counted on the outcome.
+type clientModel struct{ s *search }
+
+func (m clientModel) chat(ctx context.Context, pr prompts.Prompt, temperature float64) (string, error) {
+	if m.s.o.LLM == nil {
+		return "", errors.New("optimize: no model configured")
+	}
+	resp, err := m.s.o.LLM.Chat(ctx, llm.ChatRequest{
 		Role:        llm.RoleGenerator,
 		System:      pr.System,
 		Messages:    []llm.Message{{Role: llm.SpeakerUser, Content: pr.User}},
-		Temperature: s.o.temperature(),
+		Temperature: temperature,
 		JSONSchema:  pr.JSONSchema,
-		NumCtx:      s.o.NumCtx,
-		Step:        name,
+		NumCtx:      m.s.o.NumCtx,
+		Step:        "optimize",
 	})
-	s.out.LLMCalls++
-	s.out.PromptTokens += resp.PromptTokens
-	s.out.OutputTokens += resp.CompletionTokens
+	m.s.out.PromptTokens += resp.PromptTokens
+	m.s.out.OutputTokens += resp.CompletionTokens
+	return resp.Content, err
+}
+
+func (m clientModel) SQL(ctx context.Context, pr prompts.Prompt, temperature float64) (string, error) {
+	content, err := m.chat(ctx, pr, temperature)
 	if err != nil {
-		return resp, fmt.Errorf("optimize: %s: %w", name, err)
+		return "", err
 	}
-	return resp, nil
+	return llm.ExtractSQL(content)
+}
+
+func (m clientModel) JSON(ctx context.Context, pr prompts.Prompt, temperature float64, out any) error {
+	content, err := m.chat(ctx, pr, temperature)
+	if err != nil {
+		return err
+	}
+	return llm.ExtractJSON(content, out)
 }
 
 // confirm measures the cheapest valid plans against the original,

@@ -2,6 +2,7 @@ package asktest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,4 +159,81 @@ func testOptimize(t *testing.T, f *fixture) {
 			t.Fatalf("data changed: %q -> %q", before, after)
 		}
 	})
+}
+
+// testOptimizeInMax: in the max profile a settled query above the cost
+// threshold goes through the optimizer before it runs; ask-sql's trace
+// shows the optimize stage, and the plain ask runs the rewrite.
+func testOptimizeInMax(t *testing.T, f *fixture) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const q = "how many orders has each customer placed"
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: keywordsReply([]string{"orders", "customer"}, nil)},
+		fakeollama.Rule{Name: "instruction", PromptContains: []string{optInstructionPrompt}, Reply: `{"policy": "merge", "instruction": "Count orders once with a grouped LEFT JOIN."}`},
+		fakeollama.Rule{Name: "rewrite-1", PromptContains: []string{optRewritePrompt}, Reply: "```sql\n" + optWrong + "\n```", Times: 1},
+		fakeollama.Rule{Name: "rewrite-2", PromptContains: []string{optRewritePrompt}, Reply: "```sql\n" + optGood + "\n```", Times: 1},
+		fakeollama.Rule{Name: "repeat", PromptContains: []string{optRewritePrompt}, Reply: "```sql\n" + optOriginal + "\n```"},
+	)
+	// Every generator of the profile proposes the slow query.
+	f.fake.SetDefault(&fakeollama.Rule{Name: "generators", Reply: sqlReply(optOriginal)})
+	defer f.fake.SetDefault(nil)
+	f.fake.Reset()
+	c := f.connect(t, f.proxy)
+	got, err := askSQLProfile(ctx, c.Conn, "max", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["sql"] != optGood {
+		t.Fatalf("ask-sql(max) sql = %q, want the optimizer's rewrite\ntrace %s", got["sql"], got["trace"])
+	}
+	var stages []struct {
+		Stage string `json:"stage"`
+		Note  string `json:"note"`
+		Calls int    `json:"llm_calls"`
+	}
+	if err := json.Unmarshal([]byte(got["trace"]), &stages); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range stages {
+		if s.Stage == "optimize" {
+			found = true
+			if !strings.Contains(s.Note, "x faster") || !strings.Contains(s.Note, "result 1") || s.Calls < 4 {
+				t.Errorf("optimize stage %+v", s)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("trace has no optimize stage: %s", got["trace"])
+	}
+	// A cheap query stays below the threshold: no optimizer model call.
+	const q2 = "how many stores are there"
+	f.fake.SetDefault(&fakeollama.Rule{Name: "generators", Reply: sqlReply("SELECT count(*) FROM stores")})
+	f.fake.Reset()
+	got, err = askSQLProfile(ctx, c.Conn, "max", q2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got["trace"], "below the optimizer's threshold") || f.fake.Hits("instruction") != 0 {
+		t.Errorf("cheap query: trace %s, instruction calls %d", got["trace"], f.fake.Hits("instruction"))
+	}
+	assertUsable(ctx, t, c)
+}
+
+// askSQLProfile runs `/* ask-sql(<profile>): q */` and returns its row by
+// column name (NULL as "").
+func askSQLProfile(ctx context.Context, conn *pgx.Conn, profile, q string) (map[string]string, error) {
+	rows, err := conn.Query(ctx, "/* ask-sql("+profile+"): "+q+" */", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		for i, fd := range rows.FieldDescriptions() {
+			out[fd.Name] = string(rows.RawValues()[i])
+		}
+	}
+	return out, rows.Err()
 }
