@@ -48,6 +48,7 @@ const (
 	DefaultMaxCalls    = 16
 	DefaultTimingRuns  = 3
 	DefaultMinGain     = 0.1
+	DefaultCostSlack   = 0.25
 	DefaultMaxConfirm  = 3
 	DefaultTimeout     = 10 * time.Second
 	DefaultCompareRows = 1000
@@ -80,9 +81,14 @@ type Optimizer struct {
 	// MinGain is the least measured gain that counts as faster (0.1: the
 	// rewrite's median time is at most 90% of the original's).
 	MinGain float64
-	// MaxConfirm bounds the valid cheaper plans measured at the end,
-	// cheapest first.
+	// MaxConfirm bounds the valid plans measured at the end, cheapest
+	// first.
 	MaxConfirm int
+	// CostSlack admits to the measurement valid plans whose planner cost
+	// is up to this fraction above the original's (default 0.25; negative:
+	// only cheaper plans): the estimate misjudges some rewrites (EXISTS
+	// against DISTINCT over a join), measurement decides.
+	CostSlack float64
 	// Timeout is the statement_timeout of every run.
 	Timeout time.Duration
 	// CompareRows is how many leading rows are compared in order when the
@@ -125,7 +131,7 @@ const (
 	VerdictOrder     Verdict = "order"          // same rows, other order under ORDER BY
 	VerdictUnstable  Verdict = "unstable"       // its result changed between runs
 	VerdictDuplicate Verdict = "duplicate"      // same statement as an earlier one
-	VerdictSlower    Verdict = "not-faster"     // cheaper by the planner, not faster when measured
+	VerdictSlower    Verdict = "not-faster"     // valid, not faster when measured
 	VerdictChosen    Verdict = "chosen"         // the returned rewrite
 )
 
@@ -265,6 +271,15 @@ func (o *Optimizer) timeout() time.Duration {
 	}
 	return DefaultTimeout
 }
+func (o *Optimizer) costSlack() float64 {
+	switch {
+	case o.CostSlack < 0:
+		return 0
+	case o.CostSlack == 0:
+		return DefaultCostSlack
+	}
+	return o.CostSlack
+}
 func (o *Optimizer) minGain() float64 {
 	if o.MinGain > 0 && o.MinGain < 1 {
 		return o.MinGain
@@ -344,7 +359,7 @@ func (s *search) prepare(ctx context.Context) error {
 	s.ref = ref
 	s.tables = tableSet(st)
 	s.schema = s.describe(ctx)
-	s.fallback = "no proposal was cheaper than the original by the planner and equivalent to it"
+	s.fallback = fmt.Sprintf("no proposal was equivalent and cheaper by the planner (or within %.0f%% of the original's cost)", 100*s.o.costSlack())
 	return nil
 }
 
@@ -411,7 +426,7 @@ func (s *search) descend(ctx context.Context, run int) error {
 				plan = pl
 			}
 			history = append(history, prompts.OptimizeStep{Policy: step.Policy, SQL: step.SQL, Cost: step.Cost})
-			if step.Cost < s.out.OriginalCost {
+			if step.Cost < s.out.OriginalCost || s.o.CostSlack >= 0 && step.Cost <= s.out.OriginalCost*(1+s.o.costSlack()) {
 				s.pool = append(s.pool, len(s.out.Steps))
 			}
 		}
@@ -512,7 +527,15 @@ func (m clientModel) JSON(ctx context.Context, pr prompts.Prompt, temperature fl
 // confirm measures the cheapest valid plans against the original,
 // interleaved, and returns the fastest one that beats it by MinGain.
 func (s *search) confirm(ctx context.Context) error {
-	if len(s.pool) == 0 {
+	// Cheapest first; plans the planner did not find cheaper (but within
+	// CostSlack of the original) are measured too, since its estimate is a
+	// guide, not the verdict — but only when room is left.
+	cands := append([]int(nil), s.pool...)
+	sort.SliceStable(cands, func(i, j int) bool { return s.out.Steps[cands[i]].Cost < s.out.Steps[cands[j]].Cost })
+	if len(cands) > s.o.maxConfirm() {
+		cands = cands[:s.o.maxConfirm()]
+	}
+	if len(cands) == 0 {
 		// Nothing to compare; the original is still measured for the report.
 		orig := make([]time.Duration, 0, s.o.timingRuns())
 		for r := 0; r < s.o.timingRuns(); r++ {
@@ -525,11 +548,6 @@ func (s *search) confirm(ctx context.Context) error {
 		s.out.OriginalTime, s.out.ResultTime = median(orig), median(orig)
 		s.out.Reason = "kept the original: " + s.fallback
 		return nil
-	}
-	cands := append([]int(nil), s.pool...)
-	sort.SliceStable(cands, func(i, j int) bool { return s.out.Steps[cands[i]].Cost < s.out.Steps[cands[j]].Cost })
-	if len(cands) > s.o.maxConfirm() {
-		cands = cands[:s.o.maxConfirm()]
 	}
 	orig := make([]time.Duration, 0, s.o.timingRuns())
 	times := make([][]time.Duration, len(cands))
@@ -572,7 +590,7 @@ func (s *search) confirm(ctx context.Context) error {
 		st.Time = median(times[i])
 		if float64(st.Time) > float64(s.out.OriginalTime)*(1-s.o.minGain()) {
 			st.Verdict = VerdictSlower
-			st.Reason = fmt.Sprintf("planner cost %.2f < %.2f, but measured %v vs the original's %v", st.Cost, s.out.OriginalCost, round(st.Time), round(s.out.OriginalTime))
+			st.Reason = fmt.Sprintf("planner cost %.2f (original %.2f), but measured %v vs the original's %v", st.Cost, s.out.OriginalCost, round(st.Time), round(s.out.OriginalTime))
 			continue
 		}
 		if best < 0 || st.Time < s.out.Steps[cands[best]].Time {

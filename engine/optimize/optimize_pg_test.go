@@ -101,7 +101,9 @@ func (f *fixture) script(rewrites ...string) {
 func fence(sql string) string { return "Here is the rewrite.\n```sql\n" + sql + "\n```" }
 
 func (f *fixture) optimizer() *optimize.Optimizer {
-	return &optimize.Optimizer{LLM: f.llm, Guard: f.opts, Tolerance: 9, MaxCalls: 40, Timeout: 20 * time.Second}
+	// CostSlack -1: only plans the planner finds cheaper are measured, so
+	// which proposals are measured does not depend on timing.
+	return &optimize.Optimizer{LLM: f.llm, Guard: f.opts, Tolerance: 9, MaxCalls: 40, Timeout: 20 * time.Second, CostSlack: -1}
 }
 
 func (f *fixture) seal(t *testing.T, sql string) guard.Statement {
@@ -225,7 +227,7 @@ func TestKeepsOriginal(t *testing.T) {
 	}{
 		{"only wrong or costlier proposals", original,
 			[]string{fence("SELECT c.id, c.name, 0::bigint AS n FROM customers c ORDER BY c.id"), fence(original + " LIMIT 1000")},
-			nil, "no proposal was cheaper", true},
+			nil, "no proposal was equivalent and cheaper", true},
 		{"cheaper but not measured faster enough", original, []string{fence(good)},
 			func(o *optimize.Optimizer) { o.MinGain = 0.999 }, "no equivalent rewrite was measured faster", true},
 		{"nondeterministic original", "SELECT random() AS r FROM customers", nil, nil, "changed between two runs", false},
@@ -276,3 +278,26 @@ func TestOriginalErrors(t *testing.T) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestCostSlackMeasures: a valid plan the planner does not find cheaper,
+// but within CostSlack of the original, is measured rather than dropped.
+func TestCostSlackMeasures(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	limited := original + " LIMIT 100000" // same rows, a Limit node more
+	f.script(fence(limited))
+	o := f.optimizer()
+	o.Tolerance, o.CostSlack = 2, 0.25
+	out, err := o.Optimize(ctx, f.exec, f.seal(t, original), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := out.Steps[0]
+	if st.Cost < out.OriginalCost || st.Time <= 0 || (st.Verdict != optimize.VerdictSlower && st.Verdict != optimize.VerdictChosen) {
+		t.Fatalf("step %+v (original cost %.2f): want it measured", st, out.OriginalCost)
+	}
+	if out.Improved && out.Result.Display() != limited {
+		t.Errorf("returned %q", out.Result.Display())
+	}
+}

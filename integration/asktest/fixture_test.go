@@ -180,7 +180,7 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
-			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24}},
+			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
 		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
