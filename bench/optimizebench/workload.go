@@ -44,7 +44,7 @@ func workload() []query {
 			orig:   "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND p.list_price > (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
 			good:   "SELECT p.product_id, p.list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol WHERE ol.product_id <= 40 GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price > x.a",
 			slower: "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND " + ballast("order_lines") + " AND p.list_price > (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
-			wrong:  "SELECT p.product_id, p.list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price >= x.a",
+			wrong:  "SELECT p.product_id, p.list_price + 0.01 AS list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price > x.a",
 		},
 		{
 			name: "latest order of a few customers", pattern: "scalar subquery per row",
@@ -79,7 +79,7 @@ func workload() []query {
 			orig:   "SELECT o.order_id, o.amt2 FROM orders o WHERE o.ordered_at::date = '2023-06-15'",
 			good:   "SELECT o.order_id, o.amt2 FROM orders o WHERE o.ordered_at >= '2023-06-15' AND o.ordered_at < '2023-06-16'",
 			slower: "SELECT o.order_id, o.amt2 FROM orders o WHERE to_char(o.ordered_at, 'YYYY-MM-DD') = '2023-06-15'",
-			wrong:  "SELECT o.order_id, o.amt2 FROM orders o WHERE o.ordered_at >= '2023-06-15' AND o.ordered_at <= '2023-06-16'",
+			wrong:  "SELECT o.order_id, o.amt2 FROM orders o WHERE o.ordered_at >= '2023-06-15' AND o.ordered_at < '2023-06-17'",
 		},
 		{
 			name: "orders in a year and month (extract)", pattern: "non-sargable predicate",
@@ -149,7 +149,7 @@ func workload() []query {
 			orig:   "SELECT DISTINCT p.product_id, p.sku FROM products p JOIN order_lines ol ON ol.product_id = p.product_id WHERE ol.qty >= 3",
 			good:   "SELECT p.product_id, p.sku FROM products p WHERE EXISTS (SELECT 1 FROM order_lines ol WHERE ol.product_id = p.product_id AND ol.qty >= 3)",
 			slower: "SELECT DISTINCT p.product_id, p.sku FROM products p JOIN order_lines ol ON ol.product_id = p.product_id WHERE ol.qty >= 3 AND " + ballast("order_lines"),
-			wrong:  "SELECT p.product_id, p.sku FROM products p WHERE EXISTS (SELECT 1 FROM order_lines ol WHERE ol.product_id = p.product_id AND ol.qty > 3)",
+			wrong:  "SELECT p.product_id, p.sku FROM products p WHERE p.product_id % 100 <> 0 AND EXISTS (SELECT 1 FROM order_lines ol WHERE ol.product_id = p.product_id AND ol.qty >= 3)",
 		},
 		{
 			name: "unique rows made DISTINCT", pattern: "redundant DISTINCT",
