@@ -1,9 +1,13 @@
 package optimize
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nlproxy/nlproxy/engine/llm"
 )
 
 func TestParsePlan(t *testing.T) {
@@ -87,5 +91,15 @@ func TestMedianAndSummary(t *testing.T) {
 	}
 	if !VerdictChosen.Valid() || VerdictResult.Valid() || VerdictDuplicate.Valid() {
 		t.Error("Valid")
+	}
+}
+
+func TestModelFailure(t *testing.T) {
+	secret := &llm.Error{Op: "chat", Kind: llm.ErrUnreachable, Err: errors.New("dial tcp 10.1.2.3:11434: connection refused")}
+	if got := modelFailure(secret); strings.Contains(got, "10.1.2.3") || !strings.Contains(got, "unreachable") {
+		t.Errorf("modelFailure = %q", got)
+	}
+	if got := modelFailure(fmt.Errorf("x: %w", errors.New("engine: the profile's model budget is spent"))); !strings.Contains(got, "budget") {
+		t.Errorf("budget: %q", got)
 	}
 }

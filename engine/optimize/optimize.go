@@ -392,7 +392,7 @@ func (s *search) descend(ctx context.Context, run int) error {
 			if ctx.Err() != nil || len(s.out.Steps) == 0 {
 				return err
 			}
-			s.stopped = err.Error()
+			s.stopped = modelFailure(err)
 			return nil
 		}
 		if step.Verdict == "" {
@@ -609,6 +609,21 @@ func (s *search) confirm(ctx context.Context) error {
 	s.out.Reason = fmt.Sprintf("%.1fx faster measured (median of %d runs), planner cost %.2f -> %.2f, step %d.%d (%s)",
 		s.out.Speedup(), s.o.timingRuns(), s.out.OriginalCost, st.Cost, st.Run, st.N, st.Policy)
 	return nil
+}
+
+// modelFailure says why the model stopped, for people: the model
+// client's errors can name the model server, which clients must not see.
+func modelFailure(err error) string {
+	var le *llm.Error
+	switch {
+	case errors.Is(err, llm.ErrTimeout):
+		return "the model timed out"
+	case errors.Is(err, llm.ErrUnreachable):
+		return "the model server is unreachable"
+	case errors.As(err, &le):
+		return "the model server failed"
+	}
+	return err.Error() // the engine's budget: no address in it
 }
 
 func knownPolicy(ps []prompts.Policy, name string) bool {
