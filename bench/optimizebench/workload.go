@@ -40,11 +40,11 @@ func workload() []query {
 			wrong:  "SELECT c.customer_id, sum(o.amt1) AS total, max(o.ordered_at) AS last_order FROM customers c LEFT JOIN orders o ON o.customer_id = c.customer_id WHERE c.customer_id BETWEEN 100 AND 140 GROUP BY c.customer_id ORDER BY 1",
 		},
 		{
-			name: "products priced above their average sale", pattern: "scalar subquery per row",
-			orig:   "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND p.list_price > (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
-			good:   "SELECT p.product_id, p.list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol WHERE ol.product_id <= 40 GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price > x.a",
-			slower: "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND " + ballast("order_lines") + " AND p.list_price > (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
-			wrong:  "SELECT p.product_id, p.list_price + 0.01 AS list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price > x.a",
+			name: "products priced below their average sale", pattern: "scalar subquery per row",
+			orig:   "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND p.list_price < (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
+			good:   "SELECT p.product_id, p.list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol WHERE ol.product_id <= 40 GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price < x.a",
+			slower: "SELECT p.product_id, p.list_price FROM products p WHERE p.product_id <= 40 AND " + ballast("order_lines") + " AND p.list_price < (SELECT avg(ol.unit_price) FROM order_lines ol WHERE ol.product_id = p.product_id)",
+			wrong:  "SELECT p.product_id, p.list_price + 0.01 AS list_price FROM products p JOIN (SELECT ol.product_id, avg(ol.unit_price) AS a FROM order_lines ol GROUP BY ol.product_id) x ON x.product_id = p.product_id WHERE p.product_id <= 40 AND p.list_price < x.a",
 		},
 		{
 			name: "latest order of a few customers", pattern: "scalar subquery per row",
