@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -46,7 +47,7 @@ type Model interface {
 const (
 	DefaultTolerance   = 3
 	DefaultMaxCalls    = 16
-	DefaultTimingRuns  = 3
+	DefaultTimingRuns  = 5
 	DefaultMinGain     = 0.1
 	DefaultCostSlack   = 0.25
 	DefaultMaxConfirm  = 3
@@ -551,6 +552,7 @@ func (s *search) confirm(ctx context.Context) error {
 	}
 	orig := make([]time.Duration, 0, s.o.timingRuns())
 	times := make([][]time.Duration, len(cands))
+	ratios := make([][]float64, len(cands)) // per round: candidate / original
 	failed := make([]string, len(cands))
 	for r := 0; r < s.o.timingRuns(); r++ {
 		d, fp, err := s.timed(ctx, s.req.Statement)
@@ -576,6 +578,7 @@ func (s *search) confirm(ctx context.Context) error {
 				failed[i] = "its result changed between runs"
 			default:
 				times[i] = append(times[i], d)
+				ratios[i] = append(ratios[i], float64(d)/float64(max(orig[len(orig)-1], 1)))
 			}
 		}
 	}
@@ -588,7 +591,9 @@ func (s *search) confirm(ctx context.Context) error {
 			continue
 		}
 		st.Time = median(times[i])
-		if float64(st.Time) > float64(s.out.OriginalTime)*(1-s.o.minGain()) {
+		// Faster by the medians and by the median of the paired ratios of
+		// each round: load that drifts during the measurement hits both.
+		if float64(st.Time) > float64(s.out.OriginalTime)*(1-s.o.minGain()) || medianF(ratios[i]) > 1-s.o.minGain() {
 			st.Verdict = VerdictSlower
 			st.Reason = fmt.Sprintf("planner cost %.2f (original %.2f), but measured %v vs the original's %v", st.Cost, s.out.OriginalCost, round(st.Time), round(s.out.OriginalTime))
 			continue
@@ -606,7 +611,7 @@ func (s *search) confirm(ctx context.Context) error {
 	st.Verdict = VerdictChosen
 	s.out.Result, s.out.Improved = st.stmt, true
 	s.out.ResultCost, s.out.ResultTime = st.Cost, st.Time
-	s.out.Reason = fmt.Sprintf("%.1fx faster measured (median of %d runs), planner cost %.2f -> %.2f, step %d.%d (%s)",
+	s.out.Reason = fmt.Sprintf("%.1fx faster measured (medians of %d paired runs), planner cost %.2f -> %.2f, step %d.%d (%s)",
 		s.out.Speedup(), s.o.timingRuns(), s.out.OriginalCost, st.Cost, st.Run, st.N, st.Policy)
 	return nil
 }
@@ -641,6 +646,18 @@ func median(ds []time.Duration) time.Duration {
 	}
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func medianF(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.Inf(1)
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}
