@@ -103,10 +103,14 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 			return nil, err
 		}
 	}
+	multi, err := buildAskAll(cfg, eng, client, mgr, logger)
+	if err != nil {
+		return nil, err
+	}
 	// optimize: uses the generator model with the optimizer's defaults; the
 	// guard options come from the engine per database.
 	opt := &optimize.Optimizer{LLM: client, NumCtx: ec.NumCtx}
-	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
+	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 
