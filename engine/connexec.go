@@ -75,6 +75,7 @@ func (e ConnExecutor) target(ctx context.Context, scope guard.Scope, stmt guard.
 	out := &pg.Rows{}
 	for _, f := range rr.FieldDescriptions() {
 		out.Columns = append(out.Columns, f.Name)
+		out.Types = append(out.Types, f.DataTypeOID)
 	}
 	size := 0
 	tooLarge := false

@@ -258,6 +258,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		Values:       promptValues(a.values),
 		Descriptions: promptDescriptions(a.descs),
 		Examples:     e.examples(ctx, a),
+		Guard:        e.guardOptions(a),
 	}
 
 	res, err := e.candidates(ctx, a)

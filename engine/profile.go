@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/nlproxy/nlproxy/engine/optimize"
 )
 
 // Profile says what fills each stage slot of a translation and how much it
@@ -98,6 +100,7 @@ func Profiles() map[string]*Profile {
 			Fixer:             fix,
 			FixRounds:         2,
 			Selector:          pairwiseSelector{maxClusters: 3},
+			Optimizer:         GuidedCostDescent(&optimize.Optimizer{MinCost: DefaultOptimizeMinCost}),
 			MaxLLMCalls:       30,
 			MaxTokens:         320_000,
 			WallTimes:         4,

@@ -44,6 +44,9 @@ type GenInput struct {
 	Descriptions  []prompts.Description
 	Examples      []prompts.Example // remembered question→SQL pairs
 	ServerVersion string
+	// Guard is what this ask's SQL is sealed with (the operator's lists and
+	// the database's function catalog), for stages that seal SQL themselves.
+	Guard guard.Options
 }
 
 // Runner checks SQL with the guard and trial-runs it on the asking session,

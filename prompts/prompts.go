@@ -30,6 +30,7 @@ var tmpl = template.Must(template.New("prompts").Funcs(template.FuncMap{
 	"nodot":   func(s string) string { return strings.TrimRight(s, ". ") },
 	"join":    strings.Join,
 	"table":   renderSample,
+	"cost":    costText,
 	"inc":     func(i int) int { return i + 1 },
 }).ParseFS(files, "templates/*.tmpl"))
 

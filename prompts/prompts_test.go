@@ -89,6 +89,17 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 				}},
 			})
 		},
+		"optimize_instruction": func() (Prompt, error) {
+			return OptimizeInstruction(optimizeParams())
+		},
+		"optimize_rewrite": func() (Prompt, error) {
+			p := optimizeParams()
+			p.Policy, p.Instruction = "merge", "Replace the correlated count(*) subquery with a LEFT JOIN to order counts grouped by customer."
+			return OptimizeRewrite(p)
+		},
+		"optimize_first": func() (Prompt, error) {
+			return OptimizeInstruction(OptimizeParams{Original: optOriginal, OriginalCost: 91234.5, Current: optOriginal, CurrentCost: 91234.5})
+		},
 		"candidate_plan": func() (Prompt, error) {
 			return Candidate(CandidateParams{Question: question, Schema: schema, Values: sampleValues, Method: MethodPlan})
 		},
@@ -168,16 +179,18 @@ func TestGolden(t *testing.T) {
 func TestContracts(t *testing.T) {
 	cases := goldenCases(t)
 	jsonSteps := map[string]any{
-		"keywords":         KeywordsResult{},
-		"schema_selection": SchemaSelectionResult{},
-		"column_filter":    ColumnFilterResult{},
-		"table_selection":  TableSelectionResult{},
-		"literal":          LiteralResult{},
-		"synthetic":        SyntheticResult{},
-		"decompose":        DecomposeResult{},
-		"pairwise":         PairwiseResult{},
-		"unittests":        UnitTestsResult{},
-		"unittest_eval":    UnitTestEvalResult{},
+		"keywords":             KeywordsResult{},
+		"schema_selection":     SchemaSelectionResult{},
+		"column_filter":        ColumnFilterResult{},
+		"table_selection":      TableSelectionResult{},
+		"literal":              LiteralResult{},
+		"synthetic":            SyntheticResult{},
+		"decompose":            DecomposeResult{},
+		"pairwise":             PairwiseResult{},
+		"unittests":            UnitTestsResult{},
+		"unittest_eval":        UnitTestEvalResult{},
+		"optimize_instruction": InstructionResult{},
+		"optimize_first":       InstructionResult{},
 	}
 	for name, fn := range cases {
 		p, err := fn()
@@ -386,5 +399,44 @@ func TestFormatHelpers(t *testing.T) {
 	s := renderSample(&Sample{Columns: []string{"a"}, Rows: [][]string{{strings.Repeat("x", 100)}}})
 	if !strings.Contains(s, "…") || len([]rune(s)) > 60 {
 		t.Errorf("cell not truncated: %q", s)
+	}
+}
+
+const optOriginal = "SELECT c.name, (SELECT count(*) FROM orders o WHERE o.customer_id = c.customer_id) AS n\nFROM customers c\nWHERE c.segment = 'SMB'"
+
+func optimizeParams() OptimizeParams {
+	current := "SELECT c.name, count(o.order_id) AS n FROM customers c LEFT JOIN orders o ON o.customer_id = c.customer_id WHERE c.segment = 'SMB' GROUP BY c.customer_id, c.name"
+	return OptimizeParams{
+		Original: optOriginal, OriginalCost: 91234.5,
+		Current: current, CurrentCost: 1830.25,
+		Plan:     "HashAggregate (cost 1830.25, rows 120)\n  Hash Right Join (cost 1700.00, rows 3000)",
+		Schema:   "CREATE TABLE customers (customer_id integer PRIMARY KEY, name text NOT NULL, segment text); -- ~600 rows",
+		Question: "orders per SMB customer",
+		History:  []OptimizeStep{{Policy: "merge", SQL: current, Cost: 1830.25}},
+		Feedback: "the proposal returned different rows than the original (2 of 120 rows differ); it was discarded.",
+	}
+}
+
+func TestOptimizeRefuses(t *testing.T) {
+	if _, err := OptimizeInstruction(OptimizeParams{Current: "SELECT 1"}); !errors.Is(err, ErrMissing) {
+		t.Errorf("no original: %v", err)
+	}
+	if _, err := OptimizeRewrite(OptimizeParams{Original: "SELECT 1", Current: "SELECT 1"}); !errors.Is(err, ErrMissing) {
+		t.Errorf("no instruction: %v", err)
+	}
+	p, err := OptimizeInstruction(optimizeParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Enum []string `json:"enum"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(p.JSONSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if got := schema.Properties["policy"].Enum; len(got) != len(DefaultPolicies()) || got[0] != "movement" {
+		t.Errorf("policy enum = %v", got)
 	}
 }

@@ -12,6 +12,9 @@ const (
 	MarkerAsk
 	// MarkerAskSQL asks for the generated SQL text only.
 	MarkerAskSQL
+	// MarkerOptimize asks for the user's own SQL (Marker.Question) to be
+	// optimized; the answer is a report, the SQL is not run as such.
+	MarkerOptimize
 )
 
 func (k MarkerKind) String() string {
@@ -20,6 +23,8 @@ func (k MarkerKind) String() string {
 		return "ask"
 	case MarkerAskSQL:
 		return "ask-sql"
+	case MarkerOptimize:
+		return "optimize"
 	default:
 		return "none"
 	}
@@ -45,6 +50,8 @@ type Marker struct {
 //	/* ask: q */       the text inside the comment, plus any text after the
 //	/* ask-sql: q */   comment (psql users type `/* ask: */ how many…;`)
 //	ASK q              "ASK" followed by whitespace; the rest is the question
+//	-- optimize: SQL   the user's SQL to optimize, in either comment form
+//	/* optimize: SQL */
 //
 // Each form may name a profile right after the keyword: `-- ask(max): q`,
 // `/* ask-sql(fast): q */`, `ASK(balanced) q`.
@@ -125,14 +132,20 @@ func maybeMarker(b []byte) bool {
 	return false
 }
 
-// markerKeyword parses `ask:`, `ask-sql:` or either with `(<profile>)`
-// after the comment opener.
+// markerKeyword parses `ask:`, `ask-sql:` or either with `(<profile>)`,
+// or `optimize:`, after the comment opener.
 func markerKeyword(s string) (kind MarkerKind, profile, rest string, ok bool) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 		i++
 	}
 	s = s[i:]
+	if len(s) >= 9 && strings.EqualFold(s[:8], "optimize") {
+		if rest := strings.TrimLeft(s[8:], " \t"); rest != "" && rest[0] == ':' {
+			return MarkerOptimize, "", rest[1:], true
+		}
+		return MarkerNone, "", "", false
+	}
 	if len(s) < 4 || !strings.EqualFold(s[:3], "ask") {
 		return MarkerNone, "", "", false
 	}

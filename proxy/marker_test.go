@@ -53,6 +53,14 @@ func TestParseMarker(t *testing.T) {
 		{"/* ask(a_very_long_profile_name_beyond_the_limit): q */", MarkerNone, "", ""},
 		{"ASK (max) q", MarkerAsk, "(max) q", ""},
 		{"askfor(1)", MarkerNone, "", ""},
+		{"-- optimize: SELECT 1;", MarkerOptimize, "SELECT 1", ""},
+		{"--OPTIMIZE : SELECT a\nFROM t", MarkerOptimize, "SELECT a\nFROM t", ""},
+		{"/* optimize: SELECT a FROM t WHERE b = 1 */", MarkerOptimize, "SELECT a FROM t WHERE b = 1", ""},
+		{"/* optimize: */ SELECT count(*) FROM t;", MarkerOptimize, "SELECT count(*) FROM t", ""},
+		{"/* optimize: */", MarkerNone, "", ""},
+		{"-- optimized for speed\nSELECT 1", MarkerNone, "", ""},
+		{"-- optimizer: SELECT 1", MarkerNone, "", ""},
+		{"OPTIMIZE SELECT 1", MarkerNone, "", ""},
 	}
 	for _, tt := range tests {
 		got := ParseMarker(tt.in)

@@ -359,8 +359,10 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 			return fmt.Errorf("%w: bad RowDescription: %v", ErrProtocol, err)
 		}
 		k.rows.Columns = make([]string, len(rd.Fields))
+		k.rows.Types = make([]uint32, len(rd.Fields))
 		for i, fd := range rd.Fields {
 			k.rows.Columns[i] = string(fd.Name)
+			k.rows.Types[i] = fd.DataTypeOID
 		}
 		return nil
 	case 'C':

@@ -14,6 +14,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -106,7 +107,10 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout)},
+	// optimize: uses the generator model with the optimizer's defaults; the
+	// guard options come from the engine per database.
+	opt := &optimize.Optimizer{LLM: client, NumCtx: ec.NumCtx}
+	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 

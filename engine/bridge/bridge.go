@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -30,6 +31,10 @@ type Translator struct {
 	// StatementTimeout bounds each run of the generated query (default
 	// DefaultStatementTimeout).
 	StatementTimeout time.Duration
+	// Optimizer answers `optimize:`; nil refuses it (0A000). Its guard
+	// options are replaced per database by the engine's, with that
+	// database's function catalog.
+	Optimizer *optimize.Optimizer
 }
 
 var _ proxy.Translator = Translator{}
@@ -41,6 +46,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if req.Marker.Kind == proxy.MarkerOptimize {
+		return t.optimize(ctx, req)
+	}
 	if req.Marker.Profile == ProfileAll {
 		return t.translateAll(ctx, req)
 	}

@@ -115,6 +115,23 @@ func (f *lexFixture) checkLexing(t *testing.T, sql string) {
 			t.Fatalf("sealed %q under %q = %v; under defaults = %v", st.SQL(), set, got, want)
 		}
 	}
+	// The EXPLAIN derived from it (the optimizer's cost model) is one
+	// statement under every setting, too, and the server plans it.
+	ex, err := st.Explain()
+	if err != nil {
+		t.Fatalf("sealed %q has no EXPLAIN: %v", st.SQL(), err)
+	}
+	for _, set := range lexingSettings {
+		n, got := f.results(t, set, ex.SQL())
+		if n != 1 {
+			t.Fatalf("explain %q ran as %d statements under %q: %v", ex.SQL(), n, set, got)
+		}
+		// The plan's text quotes constants, which other client encodings
+		// may not be able to show.
+		if strings.Contains(set, "'UTF8'") && !strings.HasPrefix(got[0], "EXPLAIN") && !strings.HasPrefix(want[0], "error") {
+			t.Fatalf("explain %q under %q = %v, but the statement itself runs (%v)", ex.SQL(), set, got, want)
+		}
+	}
 }
 
 // lexingSeeds mix quotes, backslashes, dollar quotes, comments and

@@ -30,6 +30,8 @@ func TestAsk(t *testing.T) {
 	t.Run("CacheHit", func(t *testing.T) { testCacheHit(t, f) })
 	t.Run("OllamaDown", func(t *testing.T) { testOllamaDown(t, f) })
 	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
+	t.Run("Optimize", func(t *testing.T) { testOptimize(t, f) })
+	t.Run("OptimizeInMax", func(t *testing.T) { testOptimizeInMax(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {

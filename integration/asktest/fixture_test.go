@@ -23,6 +23,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -177,9 +178,10 @@ func (f *fixture) engine(t *testing.T, o engineOpts) *engine.Engine {
 func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
 	srv := &proxy.Server{
-		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second},
-		OnDDL:      func(database, _ string) { f.cats.Refresh(database) },
+		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
+		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

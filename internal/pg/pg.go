@@ -70,7 +70,9 @@ func (e *Error) Error() string {
 // Rows is a bounded, text-format result. A nil value is SQL NULL.
 type Rows struct {
 	Columns []string
-	Values  [][]*string
+	// Types are the columns' type OIDs, as the RowDescription gives them.
+	Types  []uint32
+	Values [][]*string
 	// Truncated says more rows existed than were kept.
 	Truncated bool
 	// Tag is the command tag ("SELECT 3").

@@ -1,0 +1,66 @@
+package guard
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"google.golang.org/protobuf/proto"
+)
+
+// explainPrefix asks the planner for its plan as JSON without running the
+// statement (no ANALYZE): the optimizer's cost model.
+const explainPrefix = "EXPLAIN (FORMAT JSON) "
+
+// Explain derives from a sealed SELECT the sealed statement that asks the
+// planner for its plan, EXPLAIN (FORMAT JSON) without ANALYZE. It is checked
+// like Seal: the text is parsed again and must be exactly one EXPLAIN with
+// that one option, over the same parse tree as s. Since s was sealed, the
+// result needs no other check: EXPLAIN without ANALYZE executes nothing.
+func (s Statement) Explain() (Statement, error) {
+	if s.IsZero() {
+		return Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: CodeFeatureNotSupported}
+	}
+	if s.checked.Kind != KindSelect {
+		return Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: CodeFeatureNotSupported}
+	}
+	text := explainPrefix + s.sealed
+	tree, err := pg_query.Parse(text)
+	if err != nil {
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: CodeFeatureNotSupported}
+	}
+	inner, err := pg_query.Parse(s.sealed)
+	if err != nil || len(inner.GetStmts()) != 1 {
+		return Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: CodeFeatureNotSupported}
+	}
+	if len(tree.GetStmts()) != 1 {
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement is not one statement", Code: CodeFeatureNotSupported}
+	}
+	ex := tree.GetStmts()[0].GetStmt().GetExplainStmt()
+	if ex == nil || !explainOptionsAreJSON(ex.GetOptions()) || !sameNode(ex.GetQuery(), inner.GetStmts()[0].GetStmt()) {
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: CodeFeatureNotSupported}
+	}
+	c := *s.checked
+	c.SQL = text
+	c.Kind = KindExplain
+	c.tree = tree
+	c.builtinCalls = nil
+	return Statement{sealed: text, display: explainPrefix + s.display, checked: &c}, nil
+}
+
+// explainOptionsAreJSON accepts exactly the one option FORMAT JSON.
+func explainOptionsAreJSON(opts []*pg_query.Node) bool {
+	if len(opts) != 1 {
+		return false
+	}
+	d := opts[0].GetDefElem()
+	return d != nil && d.GetDefname() == "format" && d.GetArg().GetString_().GetSval() == "json"
+}
+
+// sameNode compares two statement trees ignoring token positions.
+func sameNode(a, b *pg_query.Node) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	a, b = proto.Clone(a).(*pg_query.Node), proto.Clone(b).(*pg_query.Node)
+	clearLocations(a.ProtoReflect())
+	clearLocations(b.ProtoReflect())
+	return proto.Equal(a, b)
+}
