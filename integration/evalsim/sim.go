@@ -41,7 +41,12 @@ const (
 	CallTestsEval = "unit-test-evaluation"
 	CallExamples  = "synthetic-examples"
 	CallDecompose = "decomposition" // targets and conditions, before sub-SQL steps
-	CallUnknown   = "unknown"
+	// The optimizer's instruction and rewrite steps (max profile, costly
+	// queries): the simulated model proposes no change, so the optimizer
+	// keeps the chosen SQL and the figures measure selection only.
+	CallOptInstruction = "optimizer-instruction"
+	CallOptRewrite     = "optimizer-rewrite"
+	CallUnknown        = "unknown"
 )
 
 // Options configure the simulated model.
@@ -394,8 +399,13 @@ func callKind(v fakeollama.ChatView) string {
 			return CallExamples
 		case has("targets") && has("conditions"):
 			return CallDecompose
+		case has("policy") && has("instruction"):
+			return CallOptInstruction
 		}
 		return CallUnknown
+	}
+	if strings.Contains(v.System, "You rewrite a query so that it runs faster") {
+		return CallOptRewrite
 	}
 	if strings.Contains(v.Prompt, "```sql") {
 		return CallSQL
@@ -419,6 +429,13 @@ func (s *Sim) draw(question, kind string, v fakeollama.ChatView) *rand.Rand {
 
 func (s *Sim) reply(v fakeollama.ChatView) string {
 	kind := callKind(v)
+	switch kind {
+	case CallOptInstruction, CallOptRewrite:
+		s.mu.Lock()
+		s.kinds[kind]++
+		s.mu.Unlock()
+		return optimizerReply(kind, v)
+	}
 	qtext := askedQuestion(v)
 	sq := s.qs[qtext]
 	s.mu.Lock()
@@ -472,6 +489,22 @@ func (s *Sim) reply(v fakeollama.ChatView) string {
 		return string(b)
 	}
 	return defaultReply(kind)
+}
+
+// optimizerReply proposes no change: the first policy, and the original
+// query (the prompt's first ```sql block) as the rewrite.
+func optimizerReply(kind string, v fakeollama.ChatView) string {
+	if kind == CallOptInstruction {
+		policy := "removal"
+		if _, rest, ok := strings.Cut(v.LastUser(), "Policies:\n- "); ok {
+			policy, _, _ = strings.Cut(rest, ":")
+		}
+		b, _ := json.Marshal(map[string]string{"policy": policy, "instruction": "keep the query as it is"})
+		return string(b)
+	}
+	_, rest, _ := strings.Cut(v.LastUser(), "```sql\n")
+	sql, _, _ := strings.Cut(rest, "```")
+	return sqlReply(strings.TrimSpace(sql))
 }
 
 func defaultReply(kind string) string {
