@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,10 @@ type Manager struct {
 	DescOptions       descindex.Options
 	Glossary          []descindex.Doc
 	BuildTimeout      time.Duration // per check/build (default 10 minutes)
+	// OnCheck, when set, is called after each check of a database's schema
+	// with its result (unchanged, rebuilt, functions or error) and the
+	// snapshot current afterwards (nil if none): metrics.
+	OnCheck func(database, result string, snap *Snapshot)
 
 	mu      sync.Mutex
 	dbs     map[string]*dbState
@@ -55,6 +61,45 @@ type dbState struct {
 	mu      sync.Mutex
 	lastErr error         // result of the latest attempt while no snapshot exists
 	attempt chan struct{} // closed when the current attempt ends
+	checked time.Time     // end of the latest attempt
+}
+
+// Status is a database's catalog state (admin page).
+type Status struct {
+	Database    string
+	Loaded      bool // a snapshot is current
+	Version     int
+	Fingerprint string
+	Tables      int
+	BuiltAt     time.Time
+	Checked     time.Time // latest check of the live schema; zero before the first
+	Err         error     // the latest check's failure, if it failed
+}
+
+// Status describes every database the manager has been asked about.
+func (m *Manager) Status() []Status {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.dbs))
+	states := make([]*dbState, 0, len(m.dbs))
+	for name, st := range m.dbs {
+		names = append(names, name)
+		states = append(states, st)
+	}
+	m.mu.Unlock()
+	out := make([]Status, 0, len(names))
+	for i, st := range states {
+		s := Status{Database: names[i]}
+		if snap := st.snap.Load(); snap != nil {
+			s.Loaded, s.Version, s.BuiltAt = true, snap.Version, snap.BuiltAt
+			s.Fingerprint, s.Tables = snap.Schema.Fingerprint, len(snap.Schema.Tables)
+		}
+		st.mu.Lock()
+		s.Checked, s.Err = st.checked, st.lastErr
+		st.mu.Unlock()
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Database, b.Database) })
+	return out
 }
 
 func (m *Manager) logger() *zap.Logger {
@@ -185,6 +230,7 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		tick = t.C
 	}
 	for {
+		before := st.snap.Load()
 		err := m.check(ctx, database, st, log)
 		if ctx.Err() != nil {
 			return
@@ -192,7 +238,11 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		if err != nil {
 			log.Warn("catalog refresh failed", zap.Error(err))
 		}
+		if m.OnCheck != nil {
+			m.OnCheck(database, checkResult(before, st.snap.Load(), err), st.snap.Load())
+		}
 		st.mu.Lock()
+		st.checked = time.Now()
 		st.lastErr = err
 		close(st.attempt)
 		st.attempt = make(chan struct{})
@@ -204,6 +254,19 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		case <-tick:
 		}
 	}
+}
+
+// checkResult names what a check did, from the snapshots before and after.
+func checkResult(before, after *Snapshot, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case before == after:
+		return "unchanged"
+	case before != nil && before.Schema.Fingerprint == after.Schema.Fingerprint:
+		return "functions"
+	}
+	return "rebuilt"
 }
 
 // check introspects and rebuilds when the fingerprint differs from the

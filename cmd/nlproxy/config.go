@@ -39,6 +39,7 @@ type Config struct {
 	LogFormat string `yaml:"log_format"`
 
 	Engine EngineConfig `yaml:"engine"`
+	Ops    OpsConfig    `yaml:"ops"`
 }
 
 // EngineConfig configures natural-language questions.
@@ -259,6 +260,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
+	registerOpsFlags(fs, &cfg.Ops)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
 	}
@@ -385,6 +387,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
+	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	return firstErr
 }
 
@@ -452,6 +457,9 @@ func (c Config) validate() error {
 		if slices.Contains(c.Engine.Schemas, "") {
 			errs = append(errs, errors.New("schemas: empty schema name"))
 		}
+	}
+	if err := c.Ops.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

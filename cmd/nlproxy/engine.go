@@ -14,6 +14,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -118,4 +119,26 @@ func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 		return
 	}
 	logger.Info("ollama ready", zap.String("ollama", p.llm.BaseURL()))
+}
+
+// observe reports catalog checks to m (nil: metrics off).
+func (p *engineParts) observe(m *metrics.Metrics) {
+	if m == nil {
+		return
+	}
+	p.catalogs.OnCheck = func(database, result string, snap *catalog.Snapshot) {
+		tables, version := -1, 0
+		if snap != nil {
+			tables, version = len(snap.Schema.Tables), snap.Version
+		}
+		m.CatalogRefresh(database, result, tables, version, time.Now())
+	}
+}
+
+// ollamaCheck is the readiness check of the model server: it answers.
+func (p *engineParts) ollamaCheck(ctx context.Context) error {
+	if _, err := p.llm.ListModels(ctx); err != nil {
+		return fmt.Errorf("%s: %w", p.llm.BaseURL(), err)
+	}
+	return nil
 }

@@ -50,6 +50,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if !utf8Client(req.ClientEncoding) {
 		shown = res.Statement.SQL()
 	}
+	rep := report(res)
 	if req.Marker.Kind == proxy.MarkerAskSQL {
 		calls, prompt, completion := res.Trace.LLMCalls()
 		return proxy.Translation{Rows: &proxy.StaticResult{
@@ -58,13 +59,28 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 				shown, strconv.Itoa(calls), strconv.Itoa(prompt), strconv.Itoa(completion),
 				strconv.FormatInt(time.Since(start).Milliseconds(), 10), strconv.FormatBool(res.Cached),
 			}},
-		}}, nil
+		}, Report: rep}, nil
 	}
 	timeout := t.StatementTimeout
 	if timeout <= 0 {
 		timeout = DefaultStatementTimeout
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: "nlproxy: " + shown}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: "nlproxy: " + shown, Report: rep}, nil
+}
+
+// report is the engine's account of an answered ask for the proxy's audit
+// log, metrics and admin page.
+func report(res *engine.Result) *proxy.AskReport {
+	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Cached: res.Cached}
+	if res.Trace == nil {
+		return r
+	}
+	r.LLMCalls, r.PromptTokens, r.CompletionTokens = res.Trace.LLMCalls()
+	for _, st := range res.Trace.Stages {
+		r.Stages = append(r.Stages, proxy.AskStage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
+			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
+	}
+	return r
 }
 
 func utf8Client(enc string) bool {
