@@ -48,7 +48,7 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%d B", n)
 	},
 	"conf": func(c float64) string {
-		if c == 0 {
+		if c < 0 {
 			return "—"
 		}
 		return fmt.Sprintf("%.2f", c)

@@ -20,11 +20,12 @@ type CacheKey struct {
 	// Session summarizes the rest of the session that shapes the answer:
 	// search_path and the tables row-level security applies to.
 	Session string
+	Profile string
 }
 
 func (k CacheKey) hash() string {
 	h := sha256.New()
-	for _, part := range []string{NormalizeQuestion(k.Question), k.Database, k.Fingerprint, k.Role, k.Session} {
+	for _, part := range []string{NormalizeQuestion(k.Question), k.Database, k.Fingerprint, k.Role, k.Session, k.Profile} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}

@@ -43,7 +43,6 @@ type Engine struct {
 	TrialTimeout    time.Duration // statement_timeout of a trial run; default 5s
 	TrialRows       int           // rows a trial run reads; default 50
 	TrialMaxBytes   int           // row data a trial run may return; default 1 MiB
-	MaxFixRounds    int           // default 3
 	NumCtx          int           // context window asked of the model; default 8192
 	SchemaMaxTokens int           // schema budget in the prompt; default NumCtx/2
 	// Guard holds the operator's function allow/deny lists; the function
@@ -53,8 +52,23 @@ type Engine struct {
 	// may SELECT (saves one catalog query per role and schema version).
 	AllSchema bool
 
-	once    sync.Once
-	visible visibility
+	// Profiles are the profiles asks may name (nil: the built-in ones,
+	// Profiles()). DefaultProfile applies when neither the ask nor
+	// DatabaseProfiles (database → profile) names one; "" means fast.
+	Profiles         map[string]*Profile
+	DefaultProfile   string
+	DatabaseProfiles map[string]string
+	// Pairs remembers question→SQL pairs per database for few-shot examples
+	// (nil: in this process only).
+	Pairs PairStore
+	// Parallel bounds the model calls one ask makes at once (generators and
+	// fixes); default 2. Ollama serves them in parallel up to its
+	// OLLAMA_NUM_PARALLEL.
+	Parallel int
+
+	once     sync.Once
+	visible  visibility
+	profiles map[string]*Profile
 }
 
 // Request is one question.
@@ -66,6 +80,9 @@ type Request struct {
 	User     string
 	TxStatus TxStatus // the client's session status when it asked
 	Exec     Executor // the client's own upstream session
+	// Profile names the profile (fast, balanced, max); "" for the
+	// database's or the engine's default.
+	Profile string
 }
 
 // Result is the settled statement and how it was reached.
@@ -73,9 +90,22 @@ type Result struct {
 	// Statement is what runs; Statement.Display() is the SQL as written.
 	Statement guard.Statement
 	// Role is the role the ask was answered for (current_user).
-	Role   string
-	Trace  *Trace
-	Cached bool
+	Role    string
+	Profile string
+	Trace   *Trace
+	Cached  bool
+	// Candidates are every candidate the generators made, in generator
+	// order; Chosen indexes the one that runs (-1 for a cached answer).
+	Candidates []*Candidate
+	Chosen     int
+	// Confidence in [0, 1]: agreement among the candidates and the
+	// selector's verdict; -1 when it could not be judged (one candidate).
+	Confidence float64
+	// Alternatives are other readings the candidates gave, worth showing
+	// when the confidence is low (one per other result cluster).
+	Alternatives []*Candidate
+	// Optimized says what the optimizer did ("" when it did not run).
+	Optimized string
 }
 
 // SQL is the settled SQL as written (for people and logs).
@@ -99,14 +129,21 @@ func (e *Engine) applyDefaults() {
 	if c.TrialMaxBytes <= 0 {
 		c.TrialMaxBytes = 1 << 20
 	}
-	if c.MaxFixRounds <= 0 {
-		c.MaxFixRounds = 3
-	}
 	if c.NumCtx <= 0 {
 		c.NumCtx = llm.DefaultNumCtx
 	}
 	if c.SchemaMaxTokens <= 0 {
 		c.SchemaMaxTokens = c.NumCtx / 2
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 2
+	}
+	if c.Pairs == nil {
+		c.Pairs = &MemoryPairs{}
+	}
+	c.profiles = c.Profiles
+	if c.profiles == nil {
+		c.profiles = Profiles()
 	}
 }
 
@@ -121,29 +158,49 @@ type ask struct {
 	values   []valueindex.Match
 	descs    []descindex.Hit
 	schema   string
+
+	profile *Profile
+	client  llm.Client // the engine's model client, counted against budget
+	budget  *budget
+	exec    Executor // req.Exec, one statement at a time
+	in      GenInput // prompt material, fixed once the schema is selected
 }
 
 // Translate runs the pipeline for one question.
 func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	e.once.Do(e.applyDefaults)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, e.AskTimeout)
+	a := &ask{req: req, trace: &Trace{}}
+	prof, err := e.profileFor(req)
+	if err != nil {
+		return nil, err
+	}
+	a.profile = prof
+	a.budget = &budget{maxCalls: prof.MaxLLMCalls, maxTokens: prof.MaxTokens}
+	a.client = budgetClient{Client: e.LLM, b: a.budget}
+	a.exec = &serialExecutor{inner: req.Exec}
+	timeout := e.AskTimeout
+	if prof.MaxWall > 0 && prof.MaxWall < timeout {
+		timeout = prof.MaxWall
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	a := &ask{req: req, trace: &Trace{}}
 	res, err := e.translate(ctx, a)
 	a.trace.Total = time.Since(start)
 	if err != nil {
 		err = e.classify(ctx, err)
 		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
-			zap.String("role", a.role()), zap.String("question", req.Question), zap.Object("trace", a.trace), zap.Error(err))
+			zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", req.Question),
+			zap.Object("trace", a.trace), zap.Error(err))
 		return nil, err
 	}
 	res.Trace = a.trace
 	res.Role = a.role()
+	res.Profile = prof.Name
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
-		zap.String("role", a.role()), zap.String("question", req.Question),
-		zap.String("sql", res.SQL()), zap.Object("trace", a.trace))
+		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", req.Question),
+		zap.String("sql", res.SQL()), zap.Float64("confidence", res.Confidence), zap.Object("trace", a.trace))
 	return res, nil
 }
 
@@ -166,14 +223,16 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return nil, err
 	}
 
-	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint, Role: a.sess.role, Session: a.sess.key()}
+	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint,
+		Role: a.sess.role, Session: a.sess.key(), Profile: a.profile.Name}
 	if sql, ok := e.Cache.Get(key); ok {
 		// A cached translation is checked and sealed again: the guard's
 		// verdict depends on today's functions and views, not the day it
 		// was cached.
 		if stmt, err := guard.Seal(sql, e.guardOptions(a)); err == nil {
 			a.trace.CacheHit = true
-			return &Result{Statement: stmt, Cached: true}, nil
+			e.rememberAccepted(ctx, a, stmt)
+			return &Result{Statement: stmt, Cached: true, Chosen: -1, Confidence: -1}, nil
 		}
 	}
 
@@ -190,17 +249,64 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	}
 	e.retrieve(ctx, a)
 	e.selectSchema(a)
+	a.in = GenInput{
+		Question:     a.req.Question,
+		Schema:       a.schema,
+		Values:       promptValues(a.values),
+		Descriptions: promptDescriptions(a.descs),
+		Examples:     e.examples(ctx, a),
+	}
 
-	sql, err := e.generate(ctx, a)
+	res, err := e.candidates(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	stmt, err := e.settle(ctx, a, sql)
-	if err != nil {
-		return nil, err
+	if a.profile.Optimizer != nil {
+		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, stmt.Display())
-	return &Result{Statement: stmt}, nil
+	e.Cache.Put(key, res.Statement.Display())
+	return res, nil
+}
+
+// examples are the remembered pairs most like the question.
+func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
+	pairs, err := e.Pairs.Pairs(ctx, a.req.Database)
+	if err != nil {
+		e.Logger.Warn("remembered pairs unavailable", zap.String("database", a.req.Database), zap.Error(err))
+		return nil
+	}
+	return similarPairs(a.req.Question, pairs, maxExamples)
+}
+
+// rememberAccepted keeps a pair when a user re-runs a question unchanged and
+// gets the same SQL back (a cache hit): the answer was worth asking again.
+func (e *Engine) rememberAccepted(ctx context.Context, a *ask, stmt guard.Statement) {
+	if a.sess != nil && len(a.sess.secured) > 0 {
+		return // SQL shaped by row-level security is not shared as an example
+	}
+	err := e.Pairs.AddPair(ctx, a.req.Database, Pair{Question: a.req.Question, SQL: stmt.Display(), Source: PairAccepted, At: time.Now()})
+	if err != nil {
+		e.Logger.Warn("remembering a pair failed", zap.String("database", a.req.Database), zap.Error(err))
+	}
+}
+
+// AddPair remembers an operator's question→SQL pair for a database. The SQL
+// must pass the guard with that database's function catalog: examples teach
+// the model, so they must be what nlproxy would run.
+func (e *Engine) AddPair(ctx context.Context, database, question, sql string) error {
+	e.once.Do(e.applyDefaults)
+	if strings.TrimSpace(question) == "" {
+		return errors.New("engine: pair has no question")
+	}
+	snap, err := e.Catalogs.Get(ctx, database)
+	if err != nil {
+		return fmt.Errorf("engine: pair for %q: catalog of %s: %w", question, database, err)
+	}
+	stmt, err := guard.Seal(sql, e.guardOptions(&ask{snap: snap}))
+	if err != nil {
+		return fmt.Errorf("engine: pair for %q: %w", question, err)
+	}
+	return e.Pairs.AddPair(ctx, database, Pair{Question: question, SQL: stmt.Display(), Source: PairOperator, At: time.Now()})
 }
 
 // role is the role the ask runs as, once known.
@@ -245,12 +351,9 @@ func (e *Engine) extractKeywords(ctx context.Context, a *ask) error {
 		return err
 	}
 	var out prompts.KeywordsResult
-	resp, err := llm.ChatJSON(ctx, e.LLM, e.chat(llm.RoleSmall, "keywords", p, 0), &out)
-	st.LLMCalls += max(resp.Attempts, 1)
-	st.PromptTokens += resp.PromptTokens
-	st.CompletionTokens += resp.CompletionTokens
+	err = e.model(a, st, llm.RoleSmall).JSON(ctx, p, 0, &out)
 	switch {
-	case errors.Is(err, llm.ErrBadOutput):
+	case errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget):
 		a.keywords = lexicalKeywords(a.req.Question)
 		st.Note = "model answer unusable; lexical keywords"
 		return nil
@@ -288,104 +391,86 @@ func (e *Engine) retrieve(ctx context.Context, a *ask) {
 	st.Note = fmt.Sprintf("%d values, %d descriptions", len(a.values), len(a.descs))
 }
 
-// generate asks the generator for one candidate.
-func (e *Engine) generate(ctx context.Context, a *ask) (string, error) {
-	st := a.trace.begin("generate")
-	defer a.trace.end(st)
-	p, err := prompts.Candidate(prompts.CandidateParams{
-		Question:     a.req.Question,
-		Schema:       a.schema,
-		Values:       promptValues(a.values),
-		Descriptions: promptDescriptions(a.descs),
-	})
-	if err != nil {
-		return "", err
-	}
-	sql, resp, err := llm.ChatSQL(ctx, e.LLM, e.chat(llm.RoleGenerator, "generate", p, 0))
-	st.LLMCalls += max(resp.Attempts, 1)
-	st.PromptTokens += resp.PromptTokens
-	st.CompletionTokens += resp.CompletionTokens
-	if err != nil {
-		return "", err
-	}
-	st.Note = sql
-	return sql, nil
+// Problem is why a candidate cannot be the answer yet, for the fixer.
+type Problem struct {
+	GuardReason string
+	ExecErr     *ServerError
+	Empty       bool
+	NullColumns []string
+	Sample      *prompts.Sample
 }
 
-// problem is why a candidate cannot be the answer yet.
-type problem struct {
-	guardReason string
-	execErr     *ServerError
-	empty       bool
-	nullColumns []string
-	sample      *prompts.Sample
-}
-
-func (p problem) String() string {
+func (p Problem) String() string {
 	switch {
-	case p.guardReason != "":
-		return "rejected by the guard: " + p.guardReason
-	case p.execErr != nil:
-		return "failed: " + p.execErr.Error()
-	case p.empty:
+	case p.GuardReason != "":
+		return "rejected by the guard: " + p.GuardReason
+	case p.ExecErr != nil:
+		return "failed: " + p.ExecErr.Error()
+	case p.Empty:
 		return "returned no rows"
 	default:
-		return "mostly NULL in " + strings.Join(p.nullColumns, ", ")
+		return "mostly NULL in " + strings.Join(p.NullColumns, ", ")
 	}
 }
 
+// hard: the candidate cannot run at all (as opposed to a doubtful result).
+func (p Problem) hard() bool { return p.GuardReason != "" || p.ExecErr != nil }
+
 // settle checks a candidate and repairs it until it passes the guard and runs
-// cleanly, at most MaxFixRounds fixes. An empty or NULL-heavy result gets one
-// fix; if the fix is no better, the first clean SQL stands (empty can be right).
-func (e *Engine) settle(ctx context.Context, a *ask, sql string) (guard.Statement, error) {
-	var fallback guard.Statement // ran without error, but with an empty/NULL-heavy result
+// cleanly, at most rounds fixes. An empty or NULL-heavy result gets one fix;
+// if the fix is no better, the first clean SQL stands (empty can be right).
+// It returns a hard error only for failures that end the ask (the session,
+// the model server, the limits); a candidate that stays broken is returned
+// with Usable false.
+func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, rounds int) error {
+	var fallback *Candidate // ran without error, but with an empty/NULL-heavy result
 	softFixed := false
-	var last problem
+	sql := c.SQL
 	for round := 0; ; round++ {
 		sql = e.correctLiterals(ctx, a, sql)
-		stmt, prob, err := e.check(ctx, a, sql)
+		stmt, rows, prob, err := e.check(ctx, a, sql)
 		if err != nil {
-			return guard.Statement{}, err
+			return err
 		}
-		switch {
-		case prob == nil:
-			return stmt, nil
-		case prob.guardReason == "" && prob.execErr == nil:
-			if fallback.IsZero() {
-				fallback = stmt
+		if prob == nil {
+			c.SQL, c.Statement, c.Rows, c.Usable, c.Problem = sql, stmt, rows, true, ""
+			return nil
+		}
+		c.Trace = append(c.Trace, prob.String())
+		if !prob.hard() {
+			if fallback == nil {
+				fallback = &Candidate{SQL: sql, Statement: stmt, Rows: rows, Usable: true, Problem: prob.String(), Fixes: c.Fixes}
 			}
 			if softFixed {
-				return fallback, nil
+				break
 			}
 			softFixed = true
 		}
-		last = *prob
-		if round >= e.MaxFixRounds {
+		c.SQL, c.Problem = sql, prob.String()
+		if round >= rounds || fixer == nil {
 			break
 		}
-		fixed, err := e.fix(ctx, a, sql, *prob)
+		st := a.trace.begin("fix")
+		st.Note = c.Generator + ": " + prob.String()
+		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), sql, *prob)
+		a.trace.end(st)
 		if err != nil {
-			if errors.Is(err, llm.ErrBadOutput) && !fallback.IsZero() {
-				return fallback, nil
+			if errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) || errors.Is(err, llm.ErrUnanswerable) {
+				break
 			}
-			return guard.Statement{}, err
+			return err
 		}
+		c.Fixes++
 		sql = fixed
 	}
-	if !fallback.IsZero() {
-		return fallback, nil
+	if fallback != nil {
+		c.SQL, c.Statement, c.Rows, c.Usable, c.Problem = fallback.SQL, fallback.Statement, fallback.Rows, true, fallback.Problem
 	}
-	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
-	if last.guardReason != "" {
-		code = CodeInsufficientPriv
-		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint
-	}
-	return guard.Statement{}, &Error{Code: code, Message: fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", e.MaxFixRounds, last),
-		Hint: hint, Err: ErrNoUsableSQL}
+	return nil
 }
 
 // check seals sql (the guard) and trial-runs it; a nil problem means usable.
-func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement, *problem, error) {
+func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement, *Rows, *Problem, error) {
 	st := a.trace.begin("check")
 	defer a.trace.end(st)
 	stmt, err := guard.Seal(sql, e.guardOptions(a))
@@ -393,64 +478,34 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 		var rej *guard.RejectError
 		if errors.As(err, &rej) {
 			st.Note = "guard: " + rej.Reason
-			return guard.Statement{}, &problem{guardReason: rej.Reason}, nil
+			return guard.Statement{}, nil, &Problem{GuardReason: rej.Reason}, nil
 		}
-		return guard.Statement{}, nil, err
+		return guard.Statement{}, nil, nil, err
 	}
-	rows, err := a.req.Exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
+	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
 		var se *ServerError
 		if errors.As(err, &se) && ctx.Err() == nil {
 			st.Note = "trial: " + se.Error()
-			return stmt, &problem{execErr: se}, nil
+			return stmt, nil, &Problem{ExecErr: se}, nil
 		}
 		if errors.Is(err, ErrResultTooLarge) {
-			return guard.Statement{}, nil, &Error{Code: CodeProgramLimitExceeded,
+			return guard.Statement{}, nil, nil, &Error{Code: CodeProgramLimitExceeded,
 				Message: fmt.Sprintf("nlproxy: the generated query's rows exceed %d bytes in the trial run", e.TrialMaxBytes),
 				Hint:    "Ask for fewer or smaller columns, or raise the trial byte limit.", Err: err}
 		}
-		return guard.Statement{}, nil, err
+		return guard.Statement{}, nil, nil, err
 	}
 	if len(rows.Values) == 0 {
 		st.Note = "trial: no rows"
-		return stmt, &problem{empty: true}, nil
+		return stmt, rows, &Problem{Empty: true}, nil
 	}
 	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
 		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
-		return stmt, &problem{nullColumns: nulls, sample: sampleOf(rows, 5)}, nil
+		return stmt, rows, &Problem{NullColumns: nulls, Sample: sampleOf(rows, 5)}, nil
 	}
 	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
-	return stmt, nil, nil
-}
-
-// fix asks the generator to repair sql given what went wrong.
-func (e *Engine) fix(ctx context.Context, a *ask, sql string, prob problem) (string, error) {
-	st := a.trace.begin("fix")
-	defer a.trace.end(st)
-	params := prompts.FixerParams{
-		Question:     a.req.Question,
-		Schema:       a.schema,
-		Values:       promptValues(a.values),
-		Descriptions: promptDescriptions(a.descs),
-		SQL:          sql,
-		GuardReason:  prob.guardReason,
-		Empty:        prob.empty,
-		NullColumns:  prob.nullColumns,
-		Sample:       prob.sample,
-	}
-	if se := prob.execErr; se != nil {
-		params.Error = &prompts.ExecError{Message: se.Message, SQLState: se.Code, Detail: se.Detail, Hint: se.Hint, Position: se.Position}
-	}
-	p, err := prompts.Fixer(params)
-	if err != nil {
-		return "", err
-	}
-	fixed, resp, err := llm.ChatSQL(ctx, e.LLM, e.chat(llm.RoleGenerator, "fix", p, 0))
-	st.LLMCalls += max(resp.Attempts, 1)
-	st.PromptTokens += resp.PromptTokens
-	st.CompletionTokens += resp.CompletionTokens
-	st.Note = prob.String()
-	return fixed, err
+	return stmt, rows, nil, nil
 }
 
 func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature float64) llm.ChatRequest {
@@ -487,6 +542,9 @@ func nullHeavyColumns(rows *Rows) []string {
 }
 
 func sampleOf(rows *Rows, n int) *prompts.Sample {
+	if rows == nil {
+		return nil
+	}
 	s := &prompts.Sample{Columns: rows.Columns}
 	for i, r := range rows.Values {
 		if i == n {

@@ -30,8 +30,10 @@ const (
 type Error struct {
 	Code    string
 	Message string
-	Hint    string
-	Err     error
+	// Detail is shown to the client (DETAIL); only what the asker may see.
+	Detail string
+	Hint   string
+	Err    error
 }
 
 func (e *Error) Error() string {

@@ -30,6 +30,16 @@ type StageTrace struct {
 type stageTimer struct {
 	StageTrace
 	start time.Time
+	mu    sync.Mutex // add may be called from a stage's parallel calls
+}
+
+// add records model calls and tokens on the stage.
+func (s *stageTimer) add(calls, prompt, completion int) {
+	s.mu.Lock()
+	s.LLMCalls += calls
+	s.PromptTokens += prompt
+	s.CompletionTokens += completion
+	s.mu.Unlock()
 }
 
 func (t *Trace) begin(name string) *stageTimer {
@@ -37,10 +47,20 @@ func (t *Trace) begin(name string) *stageTimer {
 }
 
 func (t *Trace) end(s *stageTimer) {
+	s.mu.Lock()
 	s.Duration = time.Since(s.start)
+	rec := s.StageTrace
+	s.mu.Unlock()
 	t.mu.Lock()
-	t.Stages = append(t.Stages, s.StageTrace)
+	t.Stages = append(t.Stages, rec)
 	t.mu.Unlock()
+}
+
+// Snapshot returns a copy of the stages recorded so far.
+func (t *Trace) Snapshot() []StageTrace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]StageTrace(nil), t.Stages...)
 }
 
 // LLMCalls, PromptTokens and CompletionTokens sum over the stages.

@@ -30,6 +30,7 @@ var tmpl = template.Must(template.New("prompts").Funcs(template.FuncMap{
 	"nodot":   func(s string) string { return strings.TrimRight(s, ". ") },
 	"join":    strings.Join,
 	"table":   renderSample,
+	"inc":     func(i int) int { return i + 1 },
 }).ParseFS(files, "templates/*.tmpl"))
 
 // ErrMissing is wrapped by render functions when a required field is empty.
@@ -128,6 +129,9 @@ type CandidateParams struct {
 	Descriptions  []Description
 	Examples      []Example
 	ServerVersion string // e.g. "16"; optional
+	// Method is the chain of thought asked for: MethodDivide (default) or
+	// MethodPlan.
+	Method string
 }
 
 // Candidate renders the divide-and-conquer chain-of-thought generation
@@ -135,6 +139,13 @@ type CandidateParams struct {
 func Candidate(p CandidateParams) (Prompt, error) {
 	if err := required("Question", p.Question, "Schema", p.Schema); err != nil {
 		return Prompt{}, err
+	}
+	switch p.Method {
+	case "":
+		p.Method = MethodDivide
+	case MethodDivide, MethodPlan:
+	default:
+		return Prompt{}, fmt.Errorf("prompts: unknown candidate method %q", p.Method)
 	}
 	return render("candidate", p, "")
 }

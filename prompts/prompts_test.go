@@ -81,6 +81,42 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 				}},
 			})
 		},
+		"candidate_plan": func() (Prompt, error) {
+			return Candidate(CandidateParams{Question: question, Schema: schema, Values: sampleValues, Method: MethodPlan})
+		},
+		"synthetic": func() (Prompt, error) {
+			return Synthetic(SyntheticParams{Question: question, Schema: schema, Count: 3})
+		},
+		"decompose": func() (Prompt, error) {
+			return Decompose(DecomposeParams{Question: question, Schema: schema, Descriptions: sampleDescriptions})
+		},
+		"subsql": func() (Prompt, error) {
+			return SubSQL(SubSQLParams{
+				Question: question, Schema: schema, Values: sampleValues,
+				Targets:        []string{"each store's name", "the total revenue of its paid orders"},
+				Conditions:     []string{"stores in Los Angeles", "orders with status 'paid'"},
+				PreviousSQL:    "SELECT s.name FROM stores s WHERE s.city = 'Los Angeles'",
+				PreviousResult: &Sample{Columns: []string{"name"}, Rows: [][]string{{"Downtown LA"}}},
+			})
+		},
+		"pairwise": func() (Prompt, error) {
+			return Pairwise(PairwiseParams{
+				Question: question, Schema: schema, Descriptions: sampleDescriptions,
+				A: badSQL, B: "SELECT s.name FROM stores s",
+				ResultA: &Sample{Columns: []string{"name", "sum"}, Rows: [][]string{{"Downtown LA", "120.50"}}},
+			})
+		},
+		"unittests": func() (Prompt, error) {
+			return UnitTests(UnitTestsParams{Question: question, Schema: schema, Count: 2, Candidates: []CandidateView{
+				{SQL: badSQL, Result: &Sample{Columns: []string{"name", "sum"}, Rows: [][]string{{"Downtown LA", "120.50"}}}},
+				{SQL: "SELECT s.name FROM stores s"},
+			}})
+		},
+		"unittest_eval": func() (Prompt, error) {
+			return UnitTestEval(UnitTestEvalParams{Question: question, Schema: schema, Test: "returns one row per store in Los Angeles", Candidates: []CandidateView{
+				{SQL: badSQL}, {SQL: "SELECT s.name FROM stores s", Result: &Sample{Columns: []string{"name"}, Rows: [][]string{{"Downtown LA"}}}},
+			}})
+		},
 		"literal": func() (Prompt, error) {
 			return LiteralCorrection(LiteralParams{
 				Question: question, Table: "stores", Column: "city", Literal: "LA",
@@ -127,6 +163,11 @@ func TestContracts(t *testing.T) {
 		"keywords":         KeywordsResult{},
 		"schema_selection": SchemaSelectionResult{},
 		"literal":          LiteralResult{},
+		"synthetic":        SyntheticResult{},
+		"decompose":        DecomposeResult{},
+		"pairwise":         PairwiseResult{},
+		"unittests":        UnitTestsResult{},
+		"unittest_eval":    UnitTestEvalResult{},
 	}
 	for name, fn := range cases {
 		p, err := fn()

@@ -47,7 +47,19 @@ type Translation struct {
 // produced it.
 type StaticResult struct {
 	Columns []string
-	Rows    [][]string
+	Rows    [][]*string // nil: NULL
+}
+
+// TextRows makes StaticResult rows from strings (none NULL).
+func TextRows(rows ...[]string) [][]*string {
+	out := make([][]*string, len(rows))
+	for i, r := range rows {
+		out[i] = make([]*string, len(r))
+		for j := range r {
+			out[i][j] = &r[j]
+		}
+	}
+	return out
 }
 
 // Executor runs the engine's trial runs on the client's upstream session

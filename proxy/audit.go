@@ -82,7 +82,7 @@ type AskReport struct {
 	SQL        string // settled SQL as written
 	Profile    string
 	Cached     bool
-	Confidence float64 // 0 when the engine gives none
+	Confidence float64 // in [0, 1]; negative when the engine could not judge it
 	LLMCalls   int
 	// PromptTokens and CompletionTokens sum over the stages.
 	PromptTokens, CompletionTokens int
@@ -155,24 +155,25 @@ type AuditLog struct {
 // auditLine is the JSON shape of one ask; field names are part of the
 // interface operators parse, so they only ever grow.
 type auditLine struct {
-	Time             string `json:"time"`
-	User             string `json:"user"`
-	Role             string `json:"role,omitempty"`
-	Database         string `json:"database"`
-	Client           string `json:"client"`
-	BackendPID       uint32 `json:"backend_pid,omitempty"`
-	Kind             string `json:"kind"`
-	Question         string `json:"question"`
-	SQL              string `json:"sql,omitempty"`
-	Outcome          string `json:"outcome"`
-	SQLState         string `json:"sqlstate,omitempty"`
-	Error            string `json:"error,omitempty"`
-	Profile          string `json:"profile,omitempty"`
-	Cached           bool   `json:"cached,omitempty"`
-	DurationMS       int64  `json:"duration_ms"`
-	LLMCalls         int    `json:"llm_calls"`
-	PromptTokens     int    `json:"prompt_tokens"`
-	CompletionTokens int    `json:"completion_tokens"`
+	Time             string   `json:"time"`
+	User             string   `json:"user"`
+	Role             string   `json:"role,omitempty"`
+	Database         string   `json:"database"`
+	Client           string   `json:"client"`
+	BackendPID       uint32   `json:"backend_pid,omitempty"`
+	Kind             string   `json:"kind"`
+	Question         string   `json:"question"`
+	SQL              string   `json:"sql,omitempty"`
+	Outcome          string   `json:"outcome"`
+	SQLState         string   `json:"sqlstate,omitempty"`
+	Error            string   `json:"error,omitempty"`
+	Profile          string   `json:"profile,omitempty"`
+	Cached           bool     `json:"cached,omitempty"`
+	Confidence       *float64 `json:"confidence,omitempty"`
+	DurationMS       int64    `json:"duration_ms"`
+	LLMCalls         int      `json:"llm_calls"`
+	PromptTokens     int      `json:"prompt_tokens"`
+	CompletionTokens int      `json:"completion_tokens"`
 }
 
 // Record writes r as one line. A failed write is returned; the ask itself
@@ -188,6 +189,10 @@ func (a *AuditLog) Record(r *AskRecord) error {
 	}
 	if rep := r.Report; rep != nil {
 		l.Role, l.SQL, l.Profile, l.Cached = rep.Role, rep.SQL, rep.Profile, rep.Cached
+		if rep.Confidence >= 0 && !rep.Cached {
+			c := rep.Confidence
+			l.Confidence = &c
+		}
 		l.LLMCalls, l.PromptTokens, l.CompletionTokens = rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens
 	}
 	if a.RedactLiterals {

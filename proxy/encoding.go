@@ -128,11 +128,9 @@ func (s *session) dataRows(r *StaticResult, from, to int) []byte {
 	for _, row := range r.Rows[from:to] {
 		dr := &pgproto3.DataRow{Values: make([][]byte, len(r.Columns))}
 		for j := range r.Columns {
-			v := ""
-			if j < len(row) {
-				v = row[j]
+			if j < len(row) && row[j] != nil {
+				dr.Values[j] = []byte(s.toClient(*row[j]))
 			}
-			dr.Values[j] = []byte(s.toClient(v))
 		}
 		out = append(out, mustEncode(dr)...)
 	}

@@ -29,6 +29,10 @@ func (k MarkerKind) String() string {
 type Marker struct {
 	Kind     MarkerKind
 	Question string
+	// Profile is the word in `ask(<profile>):`, lower-cased; "" when the
+	// marker names none. The proxy does not interpret it: the translator
+	// decides which names exist.
+	Profile string
 
 	unreadable error // the question is not valid in the client's encoding
 }
@@ -41,6 +45,9 @@ type Marker struct {
 //	/* ask: q */       the text inside the comment, plus any text after the
 //	/* ask-sql: q */   comment (psql users type `/* ask: */ how many…;`)
 //	ASK q              "ASK" followed by whitespace; the rest is the question
+//
+// Each form may name a profile right after the keyword: `-- ask(max): q`,
+// `/* ask-sql(fast): q */`, `ASK(balanced) q`.
 //
 // The question is trimmed and a trailing ';' dropped. An empty question is
 // MarkerNone, so Postgres answers the text as it would (empty query / syntax
@@ -55,16 +62,16 @@ func ParseMarker(sql string) Marker {
 		if sql[i+1] != '-' {
 			return Marker{}
 		}
-		kind, rest, ok := markerKeyword(sql[i+2:])
+		kind, profile, rest, ok := markerKeyword(sql[i+2:])
 		if !ok {
 			return Marker{}
 		}
-		return finish(kind, joinCommentLines(rest))
+		return finish(kind, profile, joinCommentLines(rest))
 	case '/':
 		if sql[i+1] != '*' {
 			return Marker{}
 		}
-		kind, rest, ok := markerKeyword(sql[i+2:])
+		kind, profile, rest, ok := markerKeyword(sql[i+2:])
 		if !ok {
 			return Marker{}
 		}
@@ -80,12 +87,22 @@ func ParseMarker(sql string) Marker {
 				q += "\n" + after
 			}
 		}
-		return finish(kind, q)
+		return finish(kind, profile, q)
 	case 'a', 'A':
-		if len(sql)-i < 4 || !strings.EqualFold(sql[i:i+3], "ask") || !isSpace(sql[i+3]) {
+		if len(sql)-i < 4 || !strings.EqualFold(sql[i:i+3], "ask") {
 			return Marker{}
 		}
-		return finish(MarkerAsk, sql[i+4:])
+		rest := sql[i+3:]
+		profile := ""
+		if rest[0] == '(' {
+			var ok bool
+			if profile, rest, ok = markerProfile(rest); !ok {
+				return Marker{}
+			}
+		} else if !isSpace(rest[0]) {
+			return Marker{}
+		}
+		return finish(MarkerAsk, profile, rest)
 	}
 	return Marker{}
 }
@@ -108,27 +125,54 @@ func maybeMarker(b []byte) bool {
 	return false
 }
 
-// markerKeyword parses `ask:` or `ask-sql:` after the comment opener.
-func markerKeyword(s string) (MarkerKind, string, bool) {
+// markerKeyword parses `ask:`, `ask-sql:` or either with `(<profile>)`
+// after the comment opener.
+func markerKeyword(s string) (kind MarkerKind, profile, rest string, ok bool) {
 	i := 0
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 		i++
 	}
 	s = s[i:]
 	if len(s) < 4 || !strings.EqualFold(s[:3], "ask") {
-		return MarkerNone, "", false
+		return MarkerNone, "", "", false
 	}
-	kind := MarkerAsk
+	kind = MarkerAsk
 	s = s[3:]
 	if len(s) >= 4 && strings.EqualFold(s[:4], "-sql") {
 		kind = MarkerAskSQL
 		s = s[4:]
 	}
+	if s != "" && s[0] == '(' {
+		if profile, s, ok = markerProfile(s); !ok {
+			return MarkerNone, "", "", false
+		}
+	}
 	s = strings.TrimLeft(s, " \t")
 	if s == "" || s[0] != ':' {
-		return MarkerNone, "", false
+		return MarkerNone, "", "", false
 	}
-	return kind, s[1:], true
+	return kind, profile, s[1:], true
+}
+
+// maxProfileName bounds the word in `ask(<profile>)`.
+const maxProfileName = 32
+
+// markerProfile parses `(<word>)` at the start of s: a name of letters,
+// digits, '_' or '-', lower-cased. Anything else is not a marker, so such
+// text reaches Postgres unchanged.
+func markerProfile(s string) (profile, rest string, ok bool) {
+	end := strings.IndexByte(s, ')')
+	if end < 2 || end > maxProfileName+1 {
+		return "", "", false
+	}
+	name := s[1:end]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return "", "", false
+		}
+	}
+	return strings.ToLower(name), s[end+1:], true
 }
 
 func joinCommentLines(s string) string {
@@ -145,12 +189,12 @@ func joinCommentLines(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-func finish(kind MarkerKind, q string) Marker {
+func finish(kind MarkerKind, profile, q string) Marker {
 	q = trimQuestion(q)
 	if q == "" {
 		return Marker{}
 	}
-	return Marker{Kind: kind, Question: q}
+	return Marker{Kind: kind, Question: q, Profile: profile}
 }
 
 func trimQuestion(q string) string {

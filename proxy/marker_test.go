@@ -4,45 +4,60 @@ import "testing"
 
 func TestParseMarker(t *testing.T) {
 	tests := []struct {
-		in   string
-		kind MarkerKind
-		q    string
+		in      string
+		kind    MarkerKind
+		q       string
+		profile string
 	}{
-		{"SELECT 1", MarkerNone, ""},
-		{"", MarkerNone, ""},
-		{"   ", MarkerNone, ""},
-		{"-- ask: how many users?", MarkerAsk, "how many users?"},
-		{"  \n\t-- ASK: top 5 customers;", MarkerAsk, "top 5 customers"},
-		{"--ask:x", MarkerAsk, "x"},
-		{"-- ask-sql: revenue by month", MarkerAskSQL, "revenue by month"},
-		{"-- Ask-SQL : spaced colon", MarkerAskSQL, "spaced colon"},
-		{"-- ask: line one\n-- line two\nline three;", MarkerAsk, "line one\n line two\nline three"},
-		{"-- ask:", MarkerNone, ""},
-		{"-- ask: ;", MarkerNone, ""},
-		{"-- asking for trouble\nSELECT 1", MarkerNone, ""},
-		{"-- a comment\nSELECT 1", MarkerNone, ""},
-		{"/* ask: orders last week */", MarkerAsk, "orders last week"},
-		{"/* ask: orders */ ;", MarkerAsk, "orders"},
-		{"/*ask-sql: q1*/", MarkerAskSQL, "q1"},
-		{"/* ask: */ how many rows;", MarkerAsk, "how many rows"},
-		{"/* ask: count */ by region;", MarkerAsk, "count\nby region"},
-		{"/* ask: unterminated", MarkerNone, ""},
-		{"/* app=web */ SELECT 1", MarkerNone, ""},
-		{"ASK how many orders?", MarkerAsk, "how many orders?"},
-		{"ask\thow many;", MarkerAsk, "how many"},
-		{"  Ask   spaced  ;;", MarkerAsk, "spaced"},
-		{"ASK", MarkerNone, ""},
-		{"ASK ;", MarkerNone, ""},
-		{"ASKED", MarkerNone, ""},
-		{"asks x", MarkerNone, ""},
-		{"ANALYZE t", MarkerNone, ""},
-		{"- ask: x", MarkerNone, ""},
-		{"/ ask: x", MarkerNone, ""},
+		{"SELECT 1", MarkerNone, "", ""},
+		{"", MarkerNone, "", ""},
+		{"   ", MarkerNone, "", ""},
+		{"-- ask: how many users?", MarkerAsk, "how many users?", ""},
+		{"  \n\t-- ASK: top 5 customers;", MarkerAsk, "top 5 customers", ""},
+		{"--ask:x", MarkerAsk, "x", ""},
+		{"-- ask-sql: revenue by month", MarkerAskSQL, "revenue by month", ""},
+		{"-- Ask-SQL : spaced colon", MarkerAskSQL, "spaced colon", ""},
+		{"-- ask: line one\n-- line two\nline three;", MarkerAsk, "line one\n line two\nline three", ""},
+		{"-- ask:", MarkerNone, "", ""},
+		{"-- ask: ;", MarkerNone, "", ""},
+		{"-- asking for trouble\nSELECT 1", MarkerNone, "", ""},
+		{"-- a comment\nSELECT 1", MarkerNone, "", ""},
+		{"/* ask: orders last week */", MarkerAsk, "orders last week", ""},
+		{"/* ask: orders */ ;", MarkerAsk, "orders", ""},
+		{"/*ask-sql: q1*/", MarkerAskSQL, "q1", ""},
+		{"/* ask: */ how many rows;", MarkerAsk, "how many rows", ""},
+		{"/* ask: count */ by region;", MarkerAsk, "count\nby region", ""},
+		{"/* ask: unterminated", MarkerNone, "", ""},
+		{"/* app=web */ SELECT 1", MarkerNone, "", ""},
+		{"ASK how many orders?", MarkerAsk, "how many orders?", ""},
+		{"ask\thow many;", MarkerAsk, "how many", ""},
+		{"  Ask   spaced  ;;", MarkerAsk, "spaced", ""},
+		{"ASK", MarkerNone, "", ""},
+		{"ASK ;", MarkerNone, "", ""},
+		{"ASKED", MarkerNone, "", ""},
+		{"asks x", MarkerNone, "", ""},
+		{"ANALYZE t", MarkerNone, "", ""},
+		{"- ask: x", MarkerNone, "", ""},
+		{"/ ask: x", MarkerNone, "", ""},
+		// Profiles.
+		{"/* ask(max): top customers */", MarkerAsk, "top customers", "max"},
+		{"/* ask-sql(FAST): q */", MarkerAskSQL, "q", "fast"},
+		{"-- ask(balanced) : q;", MarkerAsk, "q", "balanced"},
+		{"-- ask-sql(all): across shops", MarkerAskSQL, "across shops", "all"},
+		{"ASK(max) how many?", MarkerAsk, "how many?", "max"},
+		{"ask(max)how many", MarkerAsk, "how many", "max"},
+		{"ASK(max)", MarkerNone, "", ""},
+		{"-- ask(): q", MarkerNone, "", ""},
+		{"-- ask(ma x): q", MarkerNone, "", ""},
+		{"-- ask(max: q", MarkerNone, "", ""},
+		{"/* ask(a_very_long_profile_name_beyond_the_limit): q */", MarkerNone, "", ""},
+		{"ASK (max) q", MarkerAsk, "(max) q", ""},
+		{"askfor(1)", MarkerNone, "", ""},
 	}
 	for _, tt := range tests {
 		got := ParseMarker(tt.in)
-		if got.Kind != tt.kind || got.Question != tt.q {
-			t.Errorf("ParseMarker(%q) = {%v %q}, want {%v %q}", tt.in, got.Kind, got.Question, tt.kind, tt.q)
+		if got.Kind != tt.kind || got.Question != tt.q || got.Profile != tt.profile {
+			t.Errorf("ParseMarker(%q) = {%v %q %q}, want {%v %q %q}", tt.in, got.Kind, got.Question, got.Profile, tt.kind, tt.q, tt.profile)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 		}
 		return final("SELECT 42 AS answer", time.Minute)
 	case "show me the sql":
-		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: [][]string{{"SELECT 'it''s' -- é\\"}}}}, nil
+		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: TextRows([]string{"SELECT 'it''s' -- é\\"})}}, nil
 	case "bad table":
 		return Translation{}, &PgError{Code: "42P01", Message: "relation \"nope\" does not exist"}
 	case "model down":

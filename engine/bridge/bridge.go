@@ -5,8 +5,10 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
@@ -28,8 +30,10 @@ type Translator struct {
 
 var _ proxy.Translator = Translator{}
 
-// askSQLColumns are the columns of an `ask-sql:` answer.
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached"}
+// askSQLColumns are the columns of an `ask-sql:` answer. confidence is
+// empty (NULL) when it could not be judged; trace is a JSON array of the
+// stages (stage, ms, llm_calls, prompt_tokens, completion_tokens, note).
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace"}
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
@@ -40,6 +44,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		User:     req.User,
 		TxStatus: engine.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
+		Profile:  req.Marker.Profile,
 	})
 	if err != nil {
 		return proxy.Translation{}, toPgError(err)
@@ -50,37 +55,81 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if !utf8Client(req.ClientEncoding) {
 		shown = res.Statement.SQL()
 	}
-	rep := report(res)
 	if req.Marker.Kind == proxy.MarkerAskSQL {
 		calls, prompt, completion := res.Trace.LLMCalls()
-		return proxy.Translation{Rows: &proxy.StaticResult{
-			Columns: askSQLColumns,
-			Rows: [][]string{{
-				shown, strconv.Itoa(calls), strconv.Itoa(prompt), strconv.Itoa(completion),
-				strconv.FormatInt(time.Since(start).Milliseconds(), 10), strconv.FormatBool(res.Cached),
-			}},
-		}, Report: rep}, nil
+		row := []*string{
+			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
+			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
+			str(res.Profile), nil, str(traceJSON(res.Trace)),
+		}
+		if res.Confidence >= 0 {
+			row[7] = str(engine.FormatConfidence(res.Confidence))
+		}
+		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
 	}
 	timeout := t.StatementTimeout
 	if timeout <= 0 {
 		timeout = DefaultStatementTimeout
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: "nlproxy: " + shown, Report: rep}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown), Report: report(res)}, nil
 }
 
 // report is the engine's account of an answered ask for the proxy's audit
 // log, metrics and admin page.
 func report(res *engine.Result) *proxy.AskReport {
-	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Cached: res.Cached}
+	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
 	if res.Trace == nil {
 		return r
 	}
 	r.LLMCalls, r.PromptTokens, r.CompletionTokens = res.Trace.LLMCalls()
-	for _, st := range res.Trace.Stages {
+	for _, st := range res.Trace.Snapshot() {
 		r.Stages = append(r.Stages, proxy.AskStage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
 			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
 	}
 	return r
+}
+
+func str(s string) *string { return &s }
+
+// notice is what the client sees beside the rows: the SQL, and when the
+// engine had several readings, its confidence and the others.
+func notice(res *engine.Result, shown string) string {
+	n := "nlproxy: " + shown
+	if res.Confidence >= 0 {
+		n += "\n(profile " + res.Profile + ", confidence " + engine.FormatConfidence(res.Confidence) + ")"
+	}
+	for i, alt := range res.Alternatives {
+		if i == 0 {
+			n += "\nOther readings the engine considered (ask-sql: shows each):"
+		}
+		n += "\n- " + strings.Join(strings.Fields(alt.Statement.Display()), " ")
+	}
+	return n
+}
+
+// stageJSON is one stage of the trace as ask-sql shows it.
+type stageJSON struct {
+	Stage            string `json:"stage"`
+	MS               int64  `json:"ms"`
+	LLMCalls         int    `json:"llm_calls"`
+	PromptTokens     int    `json:"prompt_tokens"`
+	CompletionTokens int    `json:"completion_tokens"`
+	Note             string `json:"note,omitempty"`
+}
+
+func traceJSON(t *engine.Trace) string {
+	out := []stageJSON{}
+	if t != nil {
+		for _, s := range t.Snapshot() {
+			out = append(out, stageJSON{Stage: s.Name, MS: s.Duration.Milliseconds(), LLMCalls: s.LLMCalls,
+				PromptTokens: s.PromptTokens, CompletionTokens: s.CompletionTokens, Note: s.Note})
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "[]"
+	}
+	return string(b)
 }
 
 func utf8Client(enc string) bool {
@@ -93,7 +142,7 @@ func utf8Client(enc string) bool {
 func toPgError(err error) error {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return &proxy.PgError{Severity: "ERROR", Code: ee.Code, Message: ee.Message, Hint: ee.Hint}
+		return &proxy.PgError{Severity: "ERROR", Code: ee.Code, Message: ee.Message, Detail: ee.Detail, Hint: ee.Hint}
 	}
 	var se *pg.Error
 	if errors.As(err, &se) {

@@ -34,10 +34,15 @@ func ChatJSON(ctx context.Context, client Client, req ChatRequest, v any) (ChatR
 }
 
 // ChatSQL asks for SQL and extracts it with ExtractSQL, re-asking once with a
-// corrective message when no statement can be found.
+// corrective message when no statement can be found. An answer that declares
+// the question unanswerable (see Unanswerable) fails with ErrUnanswerable,
+// the reason in the error, without a re-ask.
 func ChatSQL(ctx context.Context, client Client, req ChatRequest) (string, ChatResponse, error) {
 	var sql string
 	resp, err := chatParse(ctx, client, req, func(content string) error {
+		if reason, ok := Unanswerable(content); ok {
+			return &Error{Op: "chat", Step: req.Step, Kind: ErrUnanswerable, Err: errors.New(reason)}
+		}
 		var err error
 		sql, err = ExtractSQL(content)
 		return err
@@ -67,6 +72,9 @@ func chatParse(ctx context.Context, client Client, req ChatRequest, parse func(s
 		perr := parse(resp.Content)
 		if perr == nil {
 			return total, nil
+		}
+		if errors.Is(perr, ErrUnanswerable) {
+			return total, perr
 		}
 		if repair >= maxRepairs {
 			return total, &Error{Op: "chat", Model: resp.Model, Step: req.Step, Attempts: total.Attempts,

@@ -23,7 +23,32 @@ var (
 	ErrServer = errors.New("llm: model server error")
 	// ErrNoModel: no model was given and none is configured for the role.
 	ErrNoModel = errors.New("llm: no model configured")
+	// ErrUnanswerable: the model said the data cannot answer the question
+	// (a line "UNANSWERABLE: <what is missing>" instead of SQL). Not retried.
+	ErrUnanswerable = errors.New("llm: the model says the data cannot answer the question")
 )
+
+// UnanswerablePrefix starts the line a generator writes instead of SQL when
+// the schema holds nothing that answers the question.
+const UnanswerablePrefix = "UNANSWERABLE:"
+
+// Unanswerable returns the reason after UnanswerablePrefix when the answer
+// (outside any code block) declares the question unanswerable.
+func Unanswerable(text string) (string, bool) {
+	inFence := false
+	for _, line := range strings.Split(StripThink(text), "\n") {
+		l := strings.TrimSpace(line)
+		if strings.HasPrefix(l, "```") {
+			inFence = !inFence
+			continue
+		}
+		l = strings.TrimLeft(l, "-*#> ")
+		if !inFence && len(l) >= len(UnanswerablePrefix) && strings.EqualFold(l[:len(UnanswerablePrefix)], UnanswerablePrefix) {
+			return strings.TrimSpace(l[len(UnanswerablePrefix):]), true
+		}
+	}
+	return "", false
+}
 
 // Error describes a failed call. errors.Is matches both Kind and the cause.
 type Error struct {

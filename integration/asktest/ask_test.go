@@ -134,8 +134,8 @@ func testWritesRejected(t *testing.T, f *fixture) {
 		if code := pgCode(err); code != "42501" {
 			t.Fatalf("%v: err = %v, want SQLSTATE 42501", mode, err)
 		}
-		if n := f.chatCalls(); n != 5 {
-			t.Errorf("%v: LLM chat requests = %d, want 5 (keywords, candidate, 3 fixes)", mode, n)
+		if n := f.chatCalls(); n != 4 {
+			t.Errorf("%v: LLM chat requests = %d, want 4 (fast profile: keywords, candidate, 2 fixes)", mode, n)
 		}
 		assertUsable(ctx, t, c)
 	}

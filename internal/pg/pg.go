@@ -33,6 +33,7 @@ const (
 	CodeInFailedTransaction        = "25P02"
 	CodeInvalidAuthorization       = "28000"
 	CodeInvalidCatalogName         = "3D000"
+	CodeInvalidParameterValue      = "22023"
 	CodeSyntaxError                = "42601"
 	CodeInsufficientPrivilege      = "42501"
 	CodeUndefinedObject            = "42704"

@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+)
+
+// Substrings that tell engine v2's prompts apart (see prompts/templates).
+const (
+	planPrompt      = "Plan: describe, step by step"
+	syntheticPrompt = "practice questions"
+	decomposePrompt = "separate what the question wants returned"
+	subSQLPrompt    = "You build a query step by step"
+	pairwisePrompt  = "decide which one answers the question"
+	unitTestsPrompt = "You write unit tests"
+	unitEvalPrompt  = "against one unit test"
+)
+
+// Three readings of "sales per store": the right one twice (two spellings),
+// a wrong one (counts instead of sums).
+const (
+	sumPerStore   = "SELECT s.city, sum(x.amount) AS total FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"
+	sumPerStore2  = "SELECT st.city, SUM(sa.amount) FROM sales sa JOIN stores st ON st.id = sa.store_id GROUP BY 1"
+	countPerStore = "SELECT s.city, count(*) AS total FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"
+)
+
+func TestProfileBalancedSelects(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	q := "total sales amount per store city"
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales", "store"]}`},
+		fakeollama.Rule{Name: "plan", PromptContains: []string{planPrompt}, Reply: "Plan:\n1. scan\n```sql\n" + countPerStore + "\n```"},
+		fakeollama.Rule{Name: "divide1", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore), Times: 1},
+		fakeollama.Rule{Name: "divide2", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore2), Times: 1},
+		fakeollama.Rule{Name: "tests", PromptContains: []string{unitTestsPrompt}, Reply: `{"tests": ["sums the amounts", "one row per city", "uses sales.amount"]}`},
+		// Every test passes the candidate whose result shows sums (the first
+		// cluster: the larger one, numbered 1).
+		fakeollama.Rule{Name: "judge", PromptContains: []string{unitEvalPrompt}, Reply: `{"reasoning": "1 sums", "passing": [1]}`},
+	)
+	eng := f.engine(t)
+	req := f.request(q)
+	req.Profile = "balanced"
+	res, err := eng.Translate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Profile != ProfileBalanced || len(res.Candidates) != 3 {
+		t.Fatalf("profile %q, %d candidates", res.Profile, len(res.Candidates))
+	}
+	chosen := res.Candidates[res.Chosen]
+	if !strings.Contains(strings.ToLower(res.SQL()), "sum(") || chosen.Generator == "plan@0.2" {
+		t.Fatalf("chose %s: %s", chosen.Generator, res.SQL())
+	}
+	// Two of three agree and the unit tests all favour them: (2/3 + 1) / 2.
+	if res.Confidence < 0.83 || res.Confidence > 0.84 {
+		t.Errorf("confidence = %v, want ≈0.83", res.Confidence)
+	}
+	if f.fake.Hits("tests") != 1 || f.fake.Hits("judge") != 3 {
+		t.Errorf("unit tests: %d generated, %d judged", f.fake.Hits("tests"), f.fake.Hits("judge"))
+	}
+	calls, _, _ := res.Trace.LLMCalls()
+	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != calls || n != 1+3+1+3 {
+		t.Errorf("model calls: fake saw %d, trace %d, want 8", n, calls)
+	}
+}
+
+func TestProfileMaxUsesEveryGenerator(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`},
+		fakeollama.Rule{Name: "synthetic", PromptContains: []string{syntheticPrompt}, Reply: `{"examples": [
+			{"question": "How many stores are there?", "sql": "SELECT count(*) FROM stores"},
+			{"question": "Delete everything", "sql": "DELETE FROM sales"},
+			{"question": "Stores in Mars", "sql": "SELECT id FROM stores WHERE city = 'Mars'"}]}`},
+		fakeollama.Rule{Name: "decompose", PromptContains: []string{decomposePrompt}, Reply: `{"targets": ["city", "total amount"], "conditions": ["group by city"]}`},
+		fakeollama.Rule{Name: "subsql", PromptContains: []string{subSQLPrompt}, Reply: "```sql\n" + sumPerStore + "\n```"},
+		fakeollama.Rule{Name: "plan", PromptContains: []string{planPrompt}, Reply: "Plan:\n1. scan\n```sql\n" + countPerStore + "\n```"},
+		fakeollama.Rule{Name: "divide", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore2)},
+		fakeollama.Rule{Name: "pairwise", PromptContains: []string{pairwisePrompt}, ReplyFunc: func(v fakeollama.ChatView) string {
+			// The candidate that sums is better, whichever side it is on.
+			a := v.LastUser()[strings.Index(v.LastUser(), "Candidate A:"):strings.Index(v.LastUser(), "Candidate B:")]
+			if strings.Contains(strings.ToLower(a), "sum(") {
+				return `{"reasoning": "A sums", "better": "A"}`
+			}
+			return `{"reasoning": "B sums", "better": "B"}`
+		}},
+	)
+	eng := f.engine(t)
+	req := f.request("total sales amount per store city")
+	req.Profile = "MAX"
+	res, err := eng.Translate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := map[string]bool{}
+	for _, c := range res.Candidates {
+		gens[c.Generator] = c.Usable
+	}
+	for _, g := range []string{"divide", "plan", "synthetic", "decompose", "divide+shuffled@0.8", "plan+shuffled@0.8"} {
+		if !gens[g] {
+			t.Errorf("generator %s: no usable candidate (%v)", g, gens)
+		}
+	}
+	if !strings.Contains(strings.ToLower(res.SQL()), "sum(") {
+		t.Errorf("chose %s", res.SQL())
+	}
+	if f.fake.Hits("pairwise") != 2 {
+		t.Errorf("pairwise comparisons = %d, want 2 (both orders)", f.fake.Hits("pairwise"))
+	}
+	// The synthetic examples that ran and returned rows reached the
+	// generator; the write and the empty one did not.
+	var shown bool
+	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+		p := r.System + "\n" + r.Messages[len(r.Messages)-1].Content
+		if strings.Contains(p, candidatePrompt) && strings.Contains(p, "Questions answered before") {
+			shown = true
+			if !strings.Contains(p, "How many stores are there?") || strings.Contains(p, "DELETE") || strings.Contains(p, "Mars") {
+				t.Errorf("synthetic examples in prompt:\n%s", p)
+			}
+		}
+	}
+	if !shown {
+		t.Error("no generation saw the synthetic examples")
+	}
+	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n > 30 {
+		t.Errorf("max profile made %d model calls, cap 30", n)
+	}
+}
+
+func TestAbstain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	t.Run("the model says the data cannot answer", func(t *testing.T) {
+		f.fake.SetRules(
+			fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["weather"]}`},
+			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: "Sub-questions: none fit.\nUNANSWERABLE: no table records the weather"},
+		)
+		_, err := f.engine(t).Translate(ctx, f.request("what was the weather in LA yesterday?"))
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather") || ee.Hint == "" {
+			t.Fatalf("err = %#v, want %s with the reason", err, CodeAbstained)
+		}
+	})
+
+	t.Run("candidates disagree", func(t *testing.T) {
+		f.fake.SetRules(
+			fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`},
+			fakeollama.Rule{Name: "a", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore), Times: 1},
+			fakeollama.Rule{Name: "b", PromptContains: []string{candidatePrompt}, Reply: sqlReply(countPerStore), Times: 1},
+			fakeollama.Rule{Name: "c", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT s.city, max(x.amount) FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"), Times: 1},
+		)
+		eng := f.engine(t)
+		eng.Profiles = map[string]*Profile{"split": {
+			Name:         "split",
+			Generators:   []Generator{cotGenerator{method: methodDivide}, cotGenerator{method: methodDivide, temperature: 0.5}, cotGenerator{method: methodDivide, temperature: 0.9}},
+			AbstainBelow: 0.4,
+		}}
+		req := f.request("sales by city")
+		req.Profile = "split"
+		_, err := eng.Translate(ctx, req)
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeAbstained || strings.Count(ee.Detail, "\n") != 3 {
+			t.Fatalf("err = %#v, want %s listing 3 readings", err, CodeAbstained)
+		}
+	})
+
+	t.Run("unknown profile", func(t *testing.T) {
+		req := f.request("sales by city")
+		req.Profile = "turbo"
+		_, err := f.engine(t).Translate(ctx, req)
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeInvalidParameter || !strings.Contains(ee.Hint, "balanced") {
+			t.Fatalf("err = %#v, want %s", err, CodeInvalidParameter)
+		}
+	})
+}
+
+func TestRememberedPairs(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	eng := f.engine(t)
+	if err := eng.AddPair(ctx, "postgres", "How many sales were there?", "SELECT count(*) FROM sales"); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.AddPair(ctx, "postgres", "wipe", "DELETE FROM sales"); err == nil {
+		t.Fatal("a pair that writes was accepted")
+	}
+	if _, err := eng.Translate(ctx, f.request("How many stores are there?")); err != nil {
+		t.Fatal(err)
+	}
+	var seen bool
+	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "SQL: SELECT count(*) FROM sales") {
+			seen = true
+		}
+	}
+	if !seen {
+		t.Fatal("the operator's pair was not shown as an example")
+	}
+	// Asking again unchanged is an accepted answer.
+	if res, err := eng.Translate(ctx, f.request("How many stores are there?")); err != nil || !res.Cached {
+		t.Fatalf("second ask: %v, cached=%v", err, res != nil && res.Cached)
+	}
+	pairs, _ := eng.Pairs.Pairs(ctx, "postgres")
+	var accepted bool
+	for _, p := range pairs {
+		if p.Source == PairAccepted && p.Question == "How many stores are there?" {
+			accepted = true
+		}
+	}
+	if !accepted {
+		t.Fatalf("pairs = %+v, want the re-run question accepted", pairs)
+	}
+}
+
+func TestResultKey(t *testing.T) {
+	s := func(v string) *string { return &v }
+	rows := func(cols []string, vals ...[]*string) *Rows { return &Rows{Columns: cols, Values: vals} }
+	base := rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), s("2")})
+	tests := []struct {
+		name  string
+		other *Rows
+		equal bool
+	}{
+		{"same", rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), s("2")}), true},
+		{"rows reordered", rows([]string{"city", "n"}, []*string{s("NYC"), s("2")}, []*string{s("LA"), s("10")}), true},
+		{"columns reordered and renamed", rows([]string{"total", "c"}, []*string{s("10"), s("LA")}, []*string{s("2"), s("NYC")}), true},
+		{"numeric forms", rows([]string{"city", "n"}, []*string{s("LA"), s("10.000")}, []*string{s("NYC"), s("2.0")}), true},
+		{"different value", rows([]string{"city", "n"}, []*string{s("LA"), s("11")}, []*string{s("NYC"), s("2")}), false},
+		{"duplicate row", rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), s("2")}, []*string{s("NYC"), s("2")}), false},
+		{"extra column", rows([]string{"city", "n", "x"}, []*string{s("LA"), s("10"), nil}, []*string{s("NYC"), s("2"), nil}), false},
+		{"NULL is not the string NULL", rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), nil}), false},
+		{"empty", rows([]string{"city", "n"}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := resultKey(base) == resultKey(tt.other); got != tt.equal {
+				t.Errorf("equal = %v, want %v", got, tt.equal)
+			}
+		})
+	}
+	if resultKey(rows([]string{"a"})) != resultKey(nil) {
+		t.Error("empty results differ")
+	}
+	if canonicalValue("2024-03-01 00:00:00") != canonicalValue("2024-03-01") {
+		t.Error("midnight timestamp differs from its date")
+	}
+}
