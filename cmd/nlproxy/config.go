@@ -236,7 +236,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
 	e := &cfg.Engine
 	fs.BoolVar(&e.Disabled, "no-engine", e.Disabled, "relay only: answer natural-language statements with an error (env NLPROXY_NO_ENGINE)")
-	fs.StringVar(&e.OllamaHost, "ollama-host", e.OllamaHost, "Ollama server (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
+	fs.Var(&hostList{dst: &e.OllamaHost}, "ollama-host", "Ollama server; several (repeat the flag, or comma-separate) share the model calls (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
 	fs.StringVar(&e.Model, "model", e.Model, "Ollama model that writes SQL (env NLPROXY_MODEL)")
 	fs.StringVar(&e.SmallModel, "small-model", e.SmallModel, "Ollama model for cheap steps such as keyword extraction; default: --model (env NLPROXY_SMALL_MODEL)")
 	fs.StringVar(&e.EmbedModel, "embed-model", e.EmbedModel, "optional Ollama embedding model for retrieval (env NLPROXY_EMBED_MODEL)")

@@ -24,7 +24,7 @@ type engineParts struct {
 	maxAsks    int
 	maxPer     int
 	catalogs   *catalog.Manager
-	llm        *llm.OllamaClient
+	llm        *llm.Pool
 	llmConfig  llm.Config
 }
 
@@ -44,16 +44,17 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		small = ec.Model
 	}
 	lcfg := llm.Config{
-		Host:        ec.OllamaHost,
 		Models:      map[llm.Role]string{llm.RoleGenerator: ec.Model, llm.RoleSmall: small, llm.RoleEmbedding: ec.EmbedModel},
 		NumCtx:      ec.NumCtx,
 		CallTimeout: time.Duration(ec.CallTimeout),
 		Logger:      logger.Named("llm"),
 	}
-	client, err := llm.New(lcfg)
+	// Several servers (comma-separated): the pool spreads the calls.
+	client, err := llm.NewPool(lcfg, splitList(ec.OllamaHost), nil)
 	if err != nil {
 		return nil, fmt.Errorf("ollama client: %w", err)
 	}
+	lcfg = client.Config()
 	connect, err := catalogConnector(cfg)
 	if err != nil {
 		return nil, err
@@ -66,7 +67,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	}
 	mgr.IntrospectOptions.Schemas = ec.Schemas // empty: every schema the catalog role may use
 	if ec.EmbedModel != "" {
-		emb := client.Embedder(ec.EmbedModel)
+		emb := llm.NewEmbedder(client, ec.EmbedModel)
 		mgr.DescOptions = descindex.Options{Embedder: emb}
 	}
 	if ec.Glossary != "" {
@@ -108,24 +109,29 @@ func (p *engineParts) attach(srv *proxy.Server) {
 func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := llm.CheckModels(ctx, p.llm, p.llmConfig); err != nil {
-		var le *llm.Error
-		hint := ""
-		if errors.As(err, &le) {
-			hint = le.Hint
+	// Each server of a pool is checked: one without the model would fail
+	// the calls sent to it (the pool then skips it for a while).
+	for _, c := range p.llm.Members() {
+		if err := llm.CheckModels(ctx, c, p.llmConfig); err != nil {
+			var le *llm.Error
+			hint := ""
+			if errors.As(err, &le) {
+				hint = le.Hint
+			}
+			logger.Warn("natural-language questions will fail until the model server is ready",
+				zap.String("ollama", c.BaseURL()), zap.Error(err), zap.String("hint", hint))
+			continue
 		}
-		logger.Warn("natural-language questions will fail until the model server is ready",
-			zap.String("ollama", p.llm.BaseURL()), zap.Error(err), zap.String("hint", hint))
-		return
+		logger.Info("ollama ready", zap.String("ollama", c.BaseURL()))
 	}
-	logger.Info("ollama ready", zap.String("ollama", p.llm.BaseURL()))
 }
 
-// observe reports catalog checks to m (nil: metrics off).
+// observe reports catalog checks and model calls to m (nil: metrics off).
 func (p *engineParts) observe(m *metrics.Metrics) {
 	if m == nil {
 		return
 	}
+	p.llm.Observe(m)
 	p.catalogs.OnCheck = func(database, result string, snap *catalog.Snapshot) {
 		tables, version := -1, 0
 		if snap != nil {
@@ -135,10 +141,8 @@ func (p *engineParts) observe(m *metrics.Metrics) {
 	}
 }
 
-// ollamaCheck is the readiness check of the model server: it answers.
+// ollamaCheck is the readiness check of the model servers: at least one
+// answers (the others are skipped until they do).
 func (p *engineParts) ollamaCheck(ctx context.Context) error {
-	if _, err := p.llm.ListModels(ctx); err != nil {
-		return fmt.Errorf("%s: %w", p.llm.BaseURL(), err)
-	}
-	return nil
+	return p.llm.Check(ctx)
 }

@@ -356,3 +356,29 @@ func runHealthcheck(ctx context.Context, args []string, getenv func(string) stri
 	fmt.Fprint(stdout, string(body))
 	return nil
 }
+
+// hostList is the repeatable --ollama-host flag: the first use on the
+// command line replaces the file's or environment's list, later uses add.
+type hostList struct {
+	dst *string
+	set bool
+}
+
+func (h *hostList) String() string {
+	if h.dst == nil {
+		return ""
+	}
+	return *h.dst
+}
+
+func (h *hostList) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errors.New("empty host")
+	}
+	if !h.set || *h.dst == "" {
+		*h.dst, h.set = s, true
+		return nil
+	}
+	*h.dst += "," + s
+	return nil
+}

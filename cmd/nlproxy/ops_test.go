@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,11 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 		t.Fatal(err)
 	}
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	sp := startServe(t, "--upstream", c.DSN(db), "--ollama-host", fake.URL(), "--model", opsModel,
+	// A second Ollama that is down: the pool skips it, readiness holds.
+	gone := httptest.NewServer(nil)
+	down := gone.URL
+	gone.Close()
+	sp := startServe(t, "--upstream", c.DSN(db), "--ollama-host", down, "--ollama-host", fake.URL(), "--model", opsModel,
 		"--admin-listen", "127.0.0.1:0", "--admin-token-file", tokenFile,
 		"--audit-log", auditFile, "--audit-redact", "literals")
 
@@ -217,7 +222,7 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 		t.Fatalf("/metrics = %d", code)
 	}
 	for _, re := range []string{
-		`nlproxy_asks_total\{outcome="answered",profile="default",sqlstate=""\} 1`,
+		`nlproxy_asks_total\{outcome="answered",profile="[a-z]+",sqlstate=""\} 1`,
 		`nlproxy_client_connections_total [1-9]`,
 		`nlproxy_client_connections 1`,
 		`nlproxy_relayed_bytes_total\{direction="from_client"\} [1-9]`,
@@ -228,6 +233,10 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 		`nlproxy_translation_cache_lookups_total\{result="miss"\} 1`,
 		`nlproxy_catalog_tables\{database="` + db + `"\} 1`,
 		`nlproxy_catalog_refreshes_total\{database="` + db + `",result="rebuilt"\} 1`,
+		`nlproxy_llm_server_up\{server="` + regexp.QuoteMeta(down) + `"\} 0`,
+		`nlproxy_llm_server_up\{server="` + regexp.QuoteMeta(fake.URL()) + `"\} 1`,
+		`nlproxy_llm_calls_total\{model="` + regexp.QuoteMeta(opsModel) + `",result="ok",server="` + regexp.QuoteMeta(fake.URL()) + `"\} [1-9]`,
+		`nlproxy_llm_tokens_total\{kind="completion",model="` + regexp.QuoteMeta(opsModel) + `",server="` + regexp.QuoteMeta(fake.URL()) + `"\} [1-9]`,
 	} {
 		if !regexp.MustCompile(`(?m)^` + re).MatchString(metricsText) {
 			t.Errorf("/metrics lacks %s", re)
@@ -312,4 +321,32 @@ func chromiumPage(t *testing.T, url, question, sql, db string) {
 // templateText is text as Chromium serializes it in an element.
 func templateText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func TestOllamaHostFlag(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", nil, ""},
+		{"http://e:1", nil, "http://e:1"},
+		{"http://e:1", []string{"--ollama-host", "a:1"}, "a:1"},
+		{"http://e:1", []string{"--ollama-host", "a:1", "--ollama-host", "b:2"}, "a:1,b:2"},
+		{"", []string{"--ollama-host", "a:1,b:2", "--ollama-host", "c:3"}, "a:1,b:2,c:3"},
+	} {
+		env := func(k string) string {
+			if k == "NLPROXY_OLLAMA_HOST" {
+				return tc.env
+			}
+			return ""
+		}
+		cfg, err := loadConfig(append([]string{"--upstream", "postgres://u@h/db"}, tc.args...), env, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if cfg.Engine.OllamaHost != tc.want {
+			t.Errorf("env %q args %v: hosts %q, want %q", tc.env, tc.args, cfg.Engine.OllamaHost, tc.want)
+		}
+	}
 }
