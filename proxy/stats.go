@@ -87,3 +87,7 @@ func txName(b byte) string {
 	}
 	return "idle"
 }
+
+// ShuttingDown reports whether Shutdown or Close was called (readiness:
+// a load balancer should stop sending clients while sessions drain).
+func (s *Server) ShuttingDown() bool { return s.isShutdown() }

@@ -115,6 +115,7 @@ func defaultConfig() Config {
 		ShutdownTimeout:  Duration(30 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "console",
+		Ops:              OpsConfig{CatalogStorePoll: Duration(10 * time.Second)},
 		Engine: EngineConfig{
 			Model:            "qwen2.5-coder:7b",
 			NumCtx:           8192,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/guard"
@@ -26,13 +27,42 @@ type engineParts struct {
 	catalogs   *catalog.Manager
 	llm        *llm.Pool
 	llmConfig  llm.Config
+	engine     *engine.Engine
+	store      *store.Store // shared catalog store, when configured
 }
 
 func (p *engineParts) Close() error {
 	if p == nil || p.catalogs == nil {
 		return nil
 	}
-	return p.catalogs.Close()
+	err := p.catalogs.Close()
+	if p.store != nil {
+		p.store.Close()
+	}
+	return err
+}
+
+// useStore shares the catalog snapshots, the translation cache and the
+// remembered pairs with the other replicas through the store at dsn.
+func (p *engineParts) useStore(ctx context.Context, dsn string, poll time.Duration, embedModel string, logger *zap.Logger) error {
+	opts := store.Options{Logger: logger}
+	if embedModel != "" {
+		opts.Embedder = llm.NewEmbedder(p.llm, embedModel)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dsn, opts)
+	if err != nil {
+		return err
+	}
+	p.store = s
+	p.catalogs.Store, p.catalogs.StorePoll = s, poll
+	p.engine.Pairs = s
+	if p.engine.Cache != nil {
+		p.engine.Cache.Backend = s
+	}
+	logger.Info("catalog store in use", zap.Bool("pgvector", s.Vector()))
+	return nil
 }
 
 // buildEngine wires the Ollama client, the catalog manager and the engine.
@@ -93,7 +123,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		return nil, fmt.Errorf("function patterns: %w", err)
 	}
 	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)},
-		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg}, nil
+		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng}, nil
 }
 
 // attach makes srv answer natural-language statements with the engine and

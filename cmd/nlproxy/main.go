@@ -125,6 +125,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer parts.Close()
+		if cfg.Ops.CatalogStore != "" {
+			if err := parts.useStore(ctx, cfg.Ops.CatalogStore, time.Duration(cfg.Ops.CatalogStorePoll), cfg.Engine.EmbedModel, logger.Named("store")); err != nil {
+				return err
+			}
+		}
 		parts.attach(srv)
 		parts.observe(op.metrics)
 		// In the background, once: whether Ollama has the models and, per

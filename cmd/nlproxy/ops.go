@@ -34,6 +34,11 @@ type OpsConfig struct {
 	AuditLog string `yaml:"audit_log"`
 	// AuditRedact lists what the audit log withholds: question, literals.
 	AuditRedact []string `yaml:"audit_redact"`
+	// CatalogStore is a Postgres URL where replicas share catalog
+	// snapshots, the translation cache and remembered pairs.
+	CatalogStore string `yaml:"catalog_store"`
+	// CatalogStorePoll is how often a replica looks for snapshots another saved.
+	CatalogStorePoll Duration `yaml:"catalog_store_poll"`
 }
 
 func registerOpsFlags(fs *flag.FlagSet, o *OpsConfig) {
@@ -43,6 +48,8 @@ func registerOpsFlags(fs *flag.FlagSet, o *OpsConfig) {
 	fs.StringVar(&o.AuditLog, "audit-log", o.AuditLog, "one JSON line per ask to stderr, stdout or this file (appended); off when empty (env NLPROXY_AUDIT_LOG)")
 	fs.Func("audit-redact", "comma-separated: question (a digest instead of the text), literals (constants in SQL and quoted text or numbers in the question) (env NLPROXY_AUDIT_REDACT)",
 		func(s string) error { o.AuditRedact = splitList(s); return nil })
+	fs.StringVar(&o.CatalogStore, "catalog-store", o.CatalogStore, "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs; default: each proxy keeps its own (env NLPROXY_CATALOG_STORE)")
+	fs.Var(&o.CatalogStorePoll, "catalog-store-poll", "how often a replica looks in the catalog store for a snapshot another replica saved (env NLPROXY_CATALOG_STORE_POLL)")
 }
 
 func applyOpsEnv(cfg *Config, getenv func(string) string) error {
@@ -65,6 +72,14 @@ func applyOpsEnv(cfg *Config, getenv func(string) string) error {
 	}
 	if v := getenv("NLPROXY_AUDIT_REDACT"); v != "" {
 		o.AuditRedact = splitList(v)
+	}
+	if v := getenv("NLPROXY_CATALOG_STORE"); v != "" {
+		o.CatalogStore = v
+	}
+	if v := getenv("NLPROXY_CATALOG_STORE_POLL"); v != "" {
+		if err := o.CatalogStorePoll.Set(v); err != nil {
+			return fmt.Errorf("NLPROXY_CATALOG_STORE_POLL: %w", err)
+		}
 	}
 	return nil
 }
@@ -211,7 +226,14 @@ func (o *ops) start(cfg Config, srv *proxy.Server, parts *engineParts, token str
 	}
 	ver, _ := versionInfo()
 	a := &admin.Server{Metrics: o.metrics, Token: token, Sessions: srv.Sessions, Asks: o.recent, Version: ver, Started: time.Now()}
-	a.Checks = append(a.Checks, admin.Check{Name: "upstream", Check: upstreamCheck(srv.Upstreams)})
+	a.Checks = append(a.Checks,
+		admin.Check{Name: "proxy", Check: func(context.Context) error {
+			if srv.ShuttingDown() {
+				return errors.New("shutting down: draining sessions")
+			}
+			return nil
+		}},
+		admin.Check{Name: "upstream", Check: upstreamCheck(srv.Upstreams)})
 	if parts != nil {
 		a.Catalogs = parts.catalogs.Status
 		a.Checks = append(a.Checks,

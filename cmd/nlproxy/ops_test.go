@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,16 +43,14 @@ func startServe(t *testing.T, args ...string) *servingProxy {
 		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json", "--data-dir", ""}, args...), io.Discard, logs)
 	}()
 	sp := &servingProxy{logs: logs}
-	var once bool
+	var once sync.Once
 	sp.stop = func() {
-		if once {
-			return
-		}
-		once = true
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v\n%s", err, logs.String())
-		}
+		once.Do(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v\n%s", err, logs.String())
+			}
+		})
 	}
 	t.Cleanup(sp.stop)
 	addrOf := func(msg string) string {
@@ -259,6 +258,29 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 	}
 
 	chromiumPage(t, "http://"+sp.admin+"/?token="+token, question, sql, db)
+
+	// Draining: an open transaction holds the shutdown; meanwhile /readyz
+	// tells the load balancer to send new clients elsewhere.
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { sp.stop(); close(stopped) }()
+	deadline := time.Now().Add(time.Minute) // hang guard
+	for {
+		code, body := httpGet(t, "http://"+sp.admin+"/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "proxy: shutting down") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz during the drain: %d %s", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	<-stopped
 }
 
 // chromiumPage loads url in headless Chromium: the DOM must show the ask
