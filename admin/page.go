@@ -88,7 +88,10 @@ code,pre{font-family:ui-monospace,monospace;font-size:.8rem;white-space:pre-wrap
 {{with $a.Report}}{{if .Stages}}<tr class="trace"><td colspan="10"><details{{if eq $i 0}} open{{end}}><summary>trace: {{len .Stages}} stages{{if .Profile}}, profile {{.Profile}}{{end}}</summary>
 <table><tr><th>stage</th><th>took</th><th>LLM calls</th><th>tokens</th><th>what it did</th></tr>
 {{range .Stages}}<tr class="stage"><td>{{.Name}}</td><td>{{dur .Duration}}</td><td>{{.LLMCalls}}</td><td>{{.PromptTokens}}+{{.CompletionTokens}}</td><td><code>{{.Note}}</code></td></tr>
-{{end}}</table></details></td></tr>{{end}}{{end}}
+{{end}}</table>
+{{if .Candidates}}<table><tr><th>candidate</th><th>generator</th><th>SQL</th><th>fixes</th><th>usable</th><th>cluster</th><th>problem</th></tr>
+{{range $j, $c := .Candidates}}<tr class="candidate"><td>{{$j}}{{if $c.Chosen}} (chosen){{end}}</td><td>{{$c.Generator}}</td><td><code>{{$c.SQL}}</code></td><td>{{$c.Fixes}}</td><td>{{$c.Usable}}</td><td>{{if ge $c.Cluster 0}}{{$c.Cluster}}{{end}}</td><td>{{$c.Problem}}</td></tr>
+{{end}}</table>{{end}}</details></td></tr>{{end}}{{end}}
 {{end}}</table>{{else}}<p class="muted">No asks since the proxy started.</p>{{end}}
 
 {{if .ShowSessions}}<h2 id="connections">Connections ({{len .Sessions}})</h2>

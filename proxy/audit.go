@@ -87,6 +87,18 @@ type AskReport struct {
 	// PromptTokens and CompletionTokens sum over the stages.
 	PromptTokens, CompletionTokens int
 	Stages                         []AskStage
+	Candidates                     []AskCandidate
+}
+
+// AskCandidate is one SQL candidate the engine weighed.
+type AskCandidate struct {
+	Generator string
+	SQL       string
+	Fixes     int
+	Usable    bool
+	Cluster   int    // result cluster among usable candidates; -1 when not usable
+	Problem   string // why it is unusable or doubtful
+	Chosen    bool
 }
 
 // AskStage is one engine stage of an ask.

@@ -15,9 +15,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +38,7 @@ type options struct {
 	streamSQL   string
 	nlproxyBin  string
 	nlproxyArgs []string
+	metricsBin  string
 	build       bool
 	pgbouncer   string
 	jsonPath    string
@@ -67,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.streamSQL, "stream-sql", "", "query for the large-result test instead of the built-in one (e.g. a server-heavy md5 variant)")
 	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
 	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`")
+	fs.StringVar(&o.metricsBin, "nlproxy-metrics-bin", "", "binary for the nlproxy-metrics target (default: -nlproxy), e.g. to compare a build without the relay counters")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
@@ -85,9 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
 		switch t {
-		case targetDirect, targetPgbouncer, targetNlproxy:
+		case targetDirect, targetPgbouncer, targetNlproxy, targetNlproxyMetrics:
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, nlproxy)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, nlproxy, nlproxy-metrics)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -128,7 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	if containsTarget(o.targets, targetNlproxy) {
+	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyMetrics) {
 		bin := o.nlproxyBin
 		if !filepath.IsAbs(bin) {
 			bin = filepath.Join(root, bin)
@@ -192,6 +197,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			eps[t] = ep
 			nlproxyProc = p
+		case targetNlproxyMetrics:
+			adminPort, err := freePort()
+			if err != nil {
+				return err
+			}
+			admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(adminPort))
+			bin := o.nlproxyBin
+			if o.metricsBin != "" {
+				bin = o.metricsBin
+			}
+			logDir := filepath.Join(tmp, targetNlproxyMetrics) // its own nlproxy.log
+			if err := os.MkdirAll(logDir, 0o755); err != nil {
+				return err
+			}
+			p, port, err := startNlproxy(ctx, logDir, bin, upstreamURL, append([]string{"--admin-listen", admin}, o.nlproxyArgs...))
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
+			stopScrape := scrapeMetrics(ctx, "http://"+admin+"/metrics", time.Second, logf)
+			defer stopScrape()
 		}
 	}
 
@@ -236,4 +267,41 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// scrapeMetrics GETs url every interval until the returned stop is called,
+// as Prometheus would (more often than its usual 15s, to show the worst case).
+func scrapeMetrics(ctx context.Context, url string, every time.Duration, logf func(string, ...any)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		failed := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %s", resp.Status)
+				}
+			}
+			if err != nil && ctx.Err() == nil && !failed {
+				failed = true
+				logf("warning: scraping %s: %v", url, err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

@@ -12,6 +12,9 @@ const (
 	targetDirect    = "direct"
 	targetPgbouncer = "pgbouncer"
 	targetNlproxy   = "nlproxy"
+	// targetNlproxyMetrics is nlproxy with its admin listener on and
+	// /metrics scraped every second: the cost of the relay's counters.
+	targetNlproxyMetrics = "nlproxy-metrics"
 )
 
 // TargetStats is the median of a target's runs for one config.
@@ -146,6 +149,9 @@ func (r *Report) ratioPairs() [][2]string {
 		}
 	} else if r.has(targetPgbouncer) && r.has(targetDirect) {
 		pairs = append(pairs, [2]string{targetPgbouncer, targetDirect})
+	}
+	if r.has(targetNlproxyMetrics) && r.has(targetNlproxy) {
+		pairs = append(pairs, [2]string{targetNlproxyMetrics, targetNlproxy})
 	}
 	return pairs
 }

@@ -312,6 +312,7 @@ func chromiumPage(t *testing.T, url, question, sql, db string) {
 		`<td class="answered">answered</td>`,
 		`<tr class="stage"><td>catalog</td>`,
 		`<tr class="conn">`,
+		`(chosen)</td>`,
 		`<tr class="catalog"><td>` + db + `</td><td>true</td>`,
 	} {
 		if !strings.Contains(dom, want) {

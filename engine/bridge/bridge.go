@@ -78,6 +78,10 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 // log, metrics and admin page.
 func report(res *engine.Result) *proxy.AskReport {
 	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
+	for i, c := range res.Candidates {
+		r.Candidates = append(r.Candidates, proxy.AskCandidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
+			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == res.Chosen})
+	}
 	if res.Trace == nil {
 		return r
 	}
