@@ -39,7 +39,7 @@ type Engine struct {
 	Cache    *Cache // nil: no caching
 	Logger   *zap.Logger
 
-	AskTimeout      time.Duration // whole translation; default 2m
+	AskTimeout      time.Duration // whole translation in the fast profile (balanced 2×, max 4×); default 2m
 	TrialTimeout    time.Duration // statement_timeout of a trial run; default 5s
 	TrialRows       int           // rows a trial run reads; default 50
 	TrialMaxBytes   int           // row data a trial run may return; default 1 MiB
@@ -179,10 +179,7 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	a.budget = &budget{maxCalls: prof.MaxLLMCalls, maxTokens: prof.MaxTokens}
 	a.client = budgetClient{Client: e.LLM, b: a.budget}
 	a.exec = &serialExecutor{inner: req.Exec}
-	timeout := e.AskTimeout
-	if prof.MaxWall > 0 && prof.MaxWall < timeout {
-		timeout = prof.MaxWall
-	}
+	timeout := e.AskTimeout * time.Duration(max(prof.WallTimes, 1))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

@@ -43,15 +43,6 @@ func (b *budget) spend(tokens int) {
 	b.mu.Unlock()
 }
 
-func (b *budget) left() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.maxCalls <= 0 {
-		return 1 << 30
-	}
-	return b.maxCalls - b.calls
-}
-
 // budgetClient is the model client every stage of one ask uses: each request
 // (a corrective re-ask included) takes one call from the budget first, so
 // the profile's caps are hard.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 )
 
 // Profile says what fills each stage slot of a translation and how much it
@@ -31,12 +30,13 @@ type Profile struct {
 	Optimizer Optimizer
 
 	// Hard caps: model calls (every request to the model, repairs
-	// included), prompt+completion tokens, wall time (0: the engine's
-	// AskTimeout). A stage that would pass a cap is not started; the ask
-	// settles with the candidates it has.
+	// included), prompt+completion tokens, and wall time as a multiple of
+	// the engine's AskTimeout (0 means 1), so one operator setting scales
+	// every profile. A stage that would pass a call or token cap is not
+	// started; the ask settles with the candidates it has.
 	MaxLLMCalls int
 	MaxTokens   int
-	MaxWall     time.Duration
+	WallTimes   int
 
 	// AbstainBelow: when the answer's confidence is below it the ask fails
 	// with CodeAbstained, listing the readings it considered. 0 never
@@ -80,6 +80,7 @@ func Profiles() map[string]*Profile {
 			Selector:          unitTestSelector{tests: 3},
 			MaxLLMCalls:       16,
 			MaxTokens:         160_000,
+			WallTimes:         2,
 			AbstainBelow:      0.3,
 			AlternativesBelow: 0.6,
 		},
@@ -99,6 +100,7 @@ func Profiles() map[string]*Profile {
 			Selector:          pairwiseSelector{maxClusters: 3},
 			MaxLLMCalls:       30,
 			MaxTokens:         320_000,
+			WallTimes:         4,
 			AbstainBelow:      0.3,
 			AlternativesBelow: 0.6,
 		},

@@ -26,11 +26,19 @@ const (
 	fenced  = "Sub-questions:\n1. the rows -> %s\n```sql\n%s\n```"
 	keyStep = "You pick search terms"
 	fixStep = "did not work as it should"
+	// engine v2's steps (prompts/templates)
+	planStep      = "Plan: describe, step by step"
+	syntheticStep = "practice questions"
+	decomposeStep = "separate what the question wants returned"
+	unitTestsStep = "You write unit tests"
+	unitEvalStep  = "against one unit test"
+	pairwiseStep  = "decide which one answers the question"
 )
 
 // result is one scenario's figures.
 type result struct {
 	Schema       string        `json:"schema"`
+	Profile      string        `json:"profile"`
 	Tables       int           `json:"tables"`
 	Columns      int           `json:"columns"`
 	Asks         int           `json:"asks"`
@@ -117,6 +125,22 @@ func fakeModel(s scenario, n int) (*fakeollama.Server, error) {
 				}
 				return fmt.Sprintf(fenced, sql, sql)
 			}},
+			{Name: "synthetic", PromptContains: []string{syntheticStep}, ReplyFunc: func(v fakeollama.ChatView) string {
+				q, _ := lookup(v)
+				b, _ := json.Marshal(map[string]any{"examples": []map[string]string{{"question": "an example like " + q.text, "sql": q.candidate}}})
+				return string(b)
+			}},
+			{Name: "decompose", PromptContains: []string{decomposeStep}, Reply: `{"targets": ["what is asked"], "conditions": ["the filter", "the order"]}`},
+			{Name: "unit-tests", PromptContains: []string{unitTestsStep}, Reply: `{"tests": ["returns every matching row", "no duplicates", "right columns"]}`},
+			{Name: "unit-eval", PromptContains: []string{unitEvalStep}, Reply: `{"reasoning": "the first", "passing": [1]}`},
+			{Name: "pairwise", PromptContains: []string{pairwiseStep}, Reply: `{"reasoning": "A", "better": "A"}`},
+			// The query-plan generator answers a narrower reading (its first
+			// row only), so results disagree and the selector runs.
+			{Name: "plan", PromptContains: []string{planStep}, ReplyFunc: func(v fakeollama.ChatView) string {
+				q, _ := lookup(v)
+				sql := "SELECT * FROM (" + q.candidate + ") AS first_row LIMIT 1"
+				return fmt.Sprintf(fenced, sql, sql)
+			}},
 			{Name: "candidate", ReplyFunc: func(v fakeollama.ChatView) string {
 				q, ok := lookup(v)
 				if !ok {
@@ -135,19 +159,21 @@ func nonNil(xs []string) []string {
 	return xs
 }
 
-func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, n int) (result, error) {
-	res := result{Schema: s.name, Asks: n, NumCtx: numCtx}
-	if err := c.CreateDatabase(ctx, s.database); err != nil {
-		return res, err
-	}
-	conn, err := c.Connect(ctx, s.database)
-	if err != nil {
-		return res, err
-	}
-	err = s.load(ctx, conn)
-	conn.Close(ctx)
-	if err != nil {
-		return res, fmt.Errorf("load: %w", err)
+func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, profile string, n int, load bool) (result, error) {
+	res := result{Schema: s.name, Profile: profile, Asks: n, NumCtx: numCtx}
+	if load {
+		if err := c.CreateDatabase(ctx, s.database); err != nil {
+			return res, err
+		}
+		conn, err := c.Connect(ctx, s.database)
+		if err != nil {
+			return res, err
+		}
+		err = s.load(ctx, conn)
+		conn.Close(ctx)
+		if err != nil {
+			return res, fmt.Errorf("load: %w", err)
+		}
 	}
 
 	fake, err := fakeModel(s, n)
@@ -188,7 +214,7 @@ func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, n int) (res
 	}
 	defer pc.Close(context.WithoutCancel(ctx))
 	ex := &timedExec{conn: pc}
-	eng := &engine.Engine{LLM: client, Catalogs: cats, NumCtx: numCtx} // Cache nil: every ask runs the pipeline
+	eng := &engine.Engine{LLM: client, Catalogs: cats, NumCtx: numCtx, DefaultProfile: profile} // Cache nil: every ask runs the pipeline
 
 	var totals, sqls, overheads []time.Duration
 	var calls, tokens []int
@@ -219,8 +245,11 @@ func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, n int) (res
 		overheads = append(overheads, r.Trace.Total-sqlTime)
 		calls = append(calls, c)
 		tokens = append(tokens, p)
-		if c > 2 {
-			res.FixedAsks++
+		for _, st := range r.Trace.Stages {
+			if st.Name == "fix" {
+				res.FixedAsks++
+				break
+			}
 		}
 		perAsk := map[string]time.Duration{}
 		for _, st := range r.Trace.Stages {

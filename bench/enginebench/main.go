@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -25,14 +26,15 @@ func main() {
 	tables := flag.Int("tables", 200, "tables of the wide schema")
 	cols := flag.Int("cols", 20, "columns per table of the wide schema")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
+	profiles := flag.String("profiles", "fast,balanced,max", "comma-separated profiles to measure")
 	flag.Parse()
-	if err := run(context.Background(), *n, *tables, *cols, *jsonOut); err != nil {
+	if err := run(context.Background(), *n, *tables, *cols, *jsonOut, strings.Split(*profiles, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "enginebench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, n, tables, cols int, jsonOut string) error {
+func run(ctx context.Context, n, tables, cols int, jsonOut string, profiles []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	c, err := pgtest.Start(ctx, pgtest.Options{})
@@ -43,11 +45,13 @@ func run(ctx context.Context, n, tables, cols int, jsonOut string) error {
 
 	var results []result
 	for _, s := range []scenario{sampleScenario(), wideScenario(tables, cols)} {
-		r, err := runScenario(ctx, c, s, n)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+		for i, p := range profiles {
+			r, err := runScenario(ctx, c, s, strings.TrimSpace(p), n, i == 0)
+			if err != nil {
+				return fmt.Errorf("%s/%s: %w", s.name, p, err)
+			}
+			results = append(results, r)
 		}
-		results = append(results, r)
 	}
 	printTable(os.Stdout, results)
 	if jsonOut != "" {

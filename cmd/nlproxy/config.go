@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nlproxy/nlproxy/engine"
 )
 
 // Config is everything `nlproxy serve` reads. Precedence, lowest first:
@@ -72,6 +74,16 @@ type EngineConfig struct {
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int `yaml:"max_asks"`
 	MaxAsksPerClient int `yaml:"max_asks_per_client"`
+	// Profile is the proxy's default profile (fast, balanced, max);
+	// DatabaseProfiles overrides it per database. An ask names its own with
+	// /* ask(max): … */.
+	Profile          string            `yaml:"profile"`
+	DatabaseProfiles map[string]string `yaml:"database_profiles"`
+	// Parallel bounds the model calls one ask makes at once.
+	Parallel int `yaml:"llm_parallel"`
+	// Examples is a file of operator question→SQL pairs (YAML list of
+	// {database, question, sql}) shown to the model as few-shot examples.
+	Examples string `yaml:"examples"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -125,6 +137,8 @@ func defaultConfig() Config {
 			TrialMaxBytes:    1 << 20,
 			MaxAsks:          32,
 			MaxAsksPerClient: 4,
+			Profile:          engine.ProfileFast,
+			Parallel:         2,
 			RunTimeout:       Duration(time.Minute),
 			CacheTTL:         Duration(10 * time.Minute),
 			CacheSize:        1000,
@@ -261,6 +275,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
+	fs.StringVar(&e.Profile, "profile", e.Profile, "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */ (env NLPROXY_PROFILE)")
+	fs.Func("database-profile", "database=profile: the profile for asks on that database; repeatable (env NLPROXY_DATABASE_PROFILES, comma-separated)",
+		func(s string) error { return addDatabaseProfiles(e, s) })
+	fs.IntVar(&e.Parallel, "llm-parallel", e.Parallel, "model calls one ask makes at once; match Ollama's OLLAMA_NUM_PARALLEL (env NLPROXY_LLM_PARALLEL)")
+	fs.StringVar(&e.Examples, "examples", e.Examples, "YAML file of question→SQL examples per database, shown to the model (env NLPROXY_EXAMPLES)")
 	registerOpsFlags(fs, &cfg.Ops)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
@@ -388,10 +407,33 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
+	str("NLPROXY_PROFILE", &e.Profile)
+	if v := getenv("NLPROXY_DATABASE_PROFILES"); v != "" {
+		if err := addDatabaseProfiles(e, v); err != nil {
+			fail("NLPROXY_DATABASE_PROFILES", err)
+		}
+	}
+	integer("NLPROXY_LLM_PARALLEL", &e.Parallel)
+	str("NLPROXY_EXAMPLES", &e.Examples)
 	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	return firstErr
+}
+
+// addDatabaseProfiles parses "db=profile[,db2=profile]".
+func addDatabaseProfiles(e *EngineConfig, s string) error {
+	for _, item := range splitList(s) {
+		db, prof, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(db) == "" || strings.TrimSpace(prof) == "" {
+			return fmt.Errorf("%q: want database=profile", item)
+		}
+		if e.DatabaseProfiles == nil {
+			e.DatabaseProfiles = map[string]string{}
+		}
+		e.DatabaseProfiles[strings.TrimSpace(db)] = strings.ToLower(strings.TrimSpace(prof))
+	}
+	return nil
 }
 
 // splitList splits "a, b,c" into its non-empty, trimmed items.
@@ -457,6 +499,15 @@ func (c Config) validate() error {
 		}
 		if slices.Contains(c.Engine.Schemas, "") {
 			errs = append(errs, errors.New("schemas: empty schema name"))
+		}
+		known := engine.ProfileNames()
+		if c.Engine.Profile != "" && !slices.Contains(known, strings.ToLower(c.Engine.Profile)) {
+			errs = append(errs, fmt.Errorf("profile %q: want one of %s", c.Engine.Profile, strings.Join(known, ", ")))
+		}
+		for db, p := range c.Engine.DatabaseProfiles {
+			if !slices.Contains(known, strings.ToLower(p)) {
+				errs = append(errs, fmt.Errorf("database-profile %s=%s: want one of %s", db, p, strings.Join(known, ", ")))
+			}
 		}
 	}
 	if err := c.Ops.validate(); err != nil {

@@ -118,6 +118,21 @@ log_format: json
 			},
 		},
 		{name: "no upstream", args: nil, wantErr: "no upstream"},
+		{
+			name: "profiles",
+			args: []string{"--upstream", "postgres://u@h/d", "--profile", "balanced", "--database-profile", "sales=max", "--llm-parallel", "4"},
+			env:  map[string]string{"NLPROXY_DATABASE_PROFILES": "hr=fast, ops=Balanced"},
+			check: func(t *testing.T, c Config) {
+				e := c.Engine
+				want := map[string]string{"sales": "max", "hr": "fast", "ops": "balanced"}
+				if e.Profile != "balanced" || !reflect.DeepEqual(e.DatabaseProfiles, want) || e.Parallel != 4 {
+					t.Errorf("profiles: %q %v parallel %d", e.Profile, e.DatabaseProfiles, e.Parallel)
+				}
+			},
+		},
+		{name: "unknown profile", args: []string{"--upstream", "postgres://u@h/d", "--profile", "turbo"}, wantErr: `profile "turbo"`},
+		{name: "unknown database profile", args: []string{"--upstream", "postgres://u@h/d", "--database-profile", "sales=turbo"}, wantErr: "sales=turbo"},
+		{name: "malformed database profile", args: []string{"--upstream", "postgres://u@h/d", "--database-profile", "sales"}, wantErr: "want database=profile"},
 		{name: "two defaults", args: []string{"--upstream", "postgres://a/x", "--upstream", "postgres://b/y"}, wantErr: "more than one default"},
 		{name: "cert without key", args: []string{"--upstream", "postgres://a/x", "--tls-cert", "c.pem"}, wantErr: "together"},
 		{name: "bad env int", args: []string{"--upstream", "postgres://a/x"}, env: map[string]string{"NLPROXY_MAX_CONNS": "many"}, wantErr: "NLPROXY_MAX_CONNS"},

@@ -29,6 +29,7 @@ type engineParts struct {
 	llmConfig  llm.Config
 	engine     *engine.Engine
 	store      *store.Store // shared catalog store, when configured
+	examples   []example
 }
 
 func (p *engineParts) Close() error {
@@ -117,13 +118,23 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialMaxBytes: ec.TrialMaxBytes,
 		NumCtx:        ec.NumCtx,
 		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
+
+		DefaultProfile:   ec.Profile,
+		DatabaseProfiles: ec.DatabaseProfiles,
+		Parallel:         ec.Parallel,
 	}
 	// A malformed pattern would silently allow or deny everything.
 	if _, err := guard.Check("SELECT 1", eng.Guard); err != nil {
 		return nil, fmt.Errorf("function patterns: %w", err)
 	}
+	var examples []example
+	if ec.Examples != "" {
+		if examples, err = loadExamples(ec.Examples); err != nil {
+			return nil, err
+		}
+	}
 	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)},
-		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng}, nil
+		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 
 // attach makes srv answer natural-language statements with the engine and

@@ -138,6 +138,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var checks sync.WaitGroup
 		checks.Go(func() { parts.checkModels(ctx, logger) })
 		checks.Go(func() { checkCatalogAccess(ctx, cfg, logger.Named("catalog")) })
+		checks.Go(func() { parts.addExamples(ctx, logger.Named("engine")) })
 		defer checks.Wait()
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)

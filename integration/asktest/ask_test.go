@@ -29,6 +29,7 @@ func TestAsk(t *testing.T) {
 	t.Run("Clients", func(t *testing.T) { testClients(t, f) })
 	t.Run("CacheHit", func(t *testing.T) { testCacheHit(t, f) })
 	t.Run("OllamaDown", func(t *testing.T) { testOllamaDown(t, f) })
+	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {
