@@ -50,7 +50,11 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 		for r := 0; r < o.repeat; r++ {
 			for _, t := range rotate(o.targets, ci+r) {
 				ep := eps[t]
+				cpu0, cpuErr := procCPUTicks(ep.pid)
 				res, _, err := pb.Run(ctx, ep.host, ep.port, c, dur)
+				if cpu1, err1 := procCPUTicks(ep.pid); err == nil && cpuErr == nil && err1 == nil && ep.pid > 0 && res.TPS > 0 {
+					res.ProxyCPUus = float64(cpu1-cpu0) * 1e6 / clockTicks / (res.TPS * dur.Seconds())
+				}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -65,12 +69,18 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 			}
 		}
 		for _, st := range cr.Targets {
-			var tps, lat []float64
+			var tps, lat, cpu []float64
 			for _, r := range st.Runs {
 				tps = append(tps, r.TPS)
 				lat = append(lat, r.LatencyMS)
+				if r.ProxyCPUus > 0 {
+					cpu = append(cpu, r.ProxyCPUus)
+				}
 			}
 			st.TPS, st.LatencyMS = median(tps), median(lat)
+			if len(cpu) > 0 {
+				st.ProxyCPUus = median(cpu)
+			}
 		}
 		rep.Configs = append(rep.Configs, cr)
 	}

@@ -112,6 +112,7 @@ type endpoint struct {
 	host string
 	port int
 	url  string
+	pid  int // the proxy's process, for its CPU time; 0 for direct
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -173,14 +174,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, t := range o.targets {
 		switch t {
 		case targetDirect:
-			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL}
+			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, 0}
 		case targetPgbouncer:
 			p, port, err := startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
 			if err != nil {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
 			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
 				return err
 			}
@@ -191,7 +192,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
 			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
 				return err
 			}
@@ -216,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port)}
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
 			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
 				return err
 			}

@@ -43,6 +43,10 @@ type PgbenchResult struct {
 	TPS       float64 `json:"tps"`
 	LatencyMS float64 `json:"latency_ms"`
 	Failed    int64   `json:"failed_transactions"`
+	// ProxyCPUus is the proxy process's CPU time (user+system) per
+	// transaction, µs; 0 for direct. Less sensitive than TPS to other
+	// load on the machine.
+	ProxyCPUus float64 `json:"proxy_cpu_us_per_tx,omitempty"`
 }
 
 var (

@@ -265,3 +265,40 @@ func parseStatusKB(status, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("%s: %w", field, errNoProc)
 }
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100 on
+// Linux on every architecture Go supports).
+const clockTicks = 100
+
+// procCPUTicks is a process's user+system CPU time in clock ticks; 0 for
+// pid 0 (no process of ours, e.g. direct).
+func procCPUTicks(pid int) (int64, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU sums utime and stime (fields 14 and 15) of a /proc/PID/stat
+// line; the command name in parentheses may hold spaces.
+func parseStatCPU(stat string) (int64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	// f[0] is field 3 (state): utime is field 14 → f[11], stime f[12].
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("malformed /proc stat times")
+	}
+	return u + st, nil
+}

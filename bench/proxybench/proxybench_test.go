@@ -232,3 +232,21 @@ func TestHarness(t *testing.T) {
 		t.Errorf("pgbouncer dir %s left behind", bouncer.tmpDir)
 	}
 }
+
+func TestParseStatCPU(t *testing.T) {
+	for _, tc := range []struct {
+		stat string
+		want int64
+		ok   bool
+	}{
+		{"4242 (nlproxy) S 1 4242 4242 0 -1 4194560 1200 0 0 0 731 129 0 0 20 0 9 0 5000 1000000 2000", 860, true},
+		{"77 (a (weird) name) R 1 77 77 0 -1 0 0 0 0 0 5 7 0 0", 12, true},
+		{"1 (x) S 1 2", 0, false},
+		{"garbage", 0, false},
+	} {
+		got, err := parseStatCPU(tc.stat)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseStatCPU(%q) = %d, %v; want %d, ok %v", tc.stat, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -19,10 +19,11 @@ const (
 
 // TargetStats is the median of a target's runs for one config.
 type TargetStats struct {
-	TPS       float64         `json:"tps"`
-	LatencyMS float64         `json:"latency_ms"`
-	Runs      []PgbenchResult `json:"runs"`
-	Errors    []string        `json:"errors,omitempty"`
+	TPS        float64         `json:"tps"`
+	LatencyMS  float64         `json:"latency_ms"`
+	ProxyCPUus float64         `json:"proxy_cpu_us_per_tx,omitempty"` // median
+	Runs       []PgbenchResult `json:"runs"`
+	Errors     []string        `json:"errors,omitempty"`
 }
 
 // ok reports whether every run of the target succeeded.
@@ -171,6 +172,25 @@ func (r *Report) streamLines() []string {
 			t, s.Rows, s.DataRowMB, s.WireMB, s.Seconds, s.MBPerSecond)
 		if d := r.Stream[targetDirect]; t != targetDirect && d != nil && len(d.Errors) == 0 {
 			line += fmt.Sprintf(" (%s× direct)", ratio(s.MBPerSecond, d.MBPerSecond))
+		}
+		lines = append(lines, line)
+	}
+	for _, c := range r.Configs {
+		var parts []string
+		for _, t := range r.Targets {
+			if st := c.Targets[t]; st != nil && st.ProxyCPUus > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f", t, st.ProxyCPUus))
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		line := fmt.Sprintf("proxy CPU µs/transaction, %s: %s", c.Name, strings.Join(parts, ", "))
+		for _, p := range r.ratioPairs() {
+			a, b := c.Targets[p[0]], c.Targets[p[1]]
+			if a != nil && b != nil && a.ProxyCPUus > 0 && b.ProxyCPUus > 0 {
+				line += fmt.Sprintf(" (%s/%s %s)", p[0], p[1], ratio(a.ProxyCPUus, b.ProxyCPUus))
+			}
 		}
 		lines = append(lines, line)
 	}
