@@ -16,14 +16,27 @@ import (
 // and benchmarks that drive the engine without the proxy (which supplies its
 // own). It follows the same guard.TrialScope; the statement itself goes
 // through the extended protocol (ExecParams), which takes one statement only.
-type ConnExecutor struct{ Conn *pgconn.PgConn }
+//
+// With Role set, Conn is an authenticator's connection (questions across
+// databases) and every run takes on Role inside its read-only transaction
+// (guard.TrialScopeAs), so Role's privileges and row-level security apply.
+type ConnExecutor struct {
+	Conn *pgconn.PgConn
+	Role string
+}
 
 // Trial implements Executor.
 func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limits) (*pg.Rows, error) {
 	if stmt.IsZero() {
 		return nil, errors.New("engine: empty statement")
 	}
-	scope, err := guard.TrialScope(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
+	var scope guard.Scope
+	var err error
+	if e.Role != "" {
+		scope, err = guard.TrialScopeAs(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout, e.Role)
+	} else {
+		scope, err = guard.TrialScope(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -272,7 +272,34 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 		e.Logger.Warn("remembered pairs unavailable", zap.String("database", a.req.Database), zap.Error(err))
 		return nil
 	}
-	return similarPairs(a.req.Question, pairs, maxExamples)
+	return similarPairs(a.req.Question, pairs, maxExamples, func(p Pair) bool { return e.pairUsable(a, p) })
+}
+
+// pairUsable: a pair is shown to the role that asked it (operator pairs to
+// everyone), and only when every table it reads is one the asker may read,
+// so an example never reveals a table the asker cannot see.
+func (e *Engine) pairUsable(a *ask, p Pair) bool {
+	if p.Role != "" && (a.sess == nil || p.Role != a.sess.role) {
+		return false
+	}
+	checked, err := guard.Check(p.SQL, e.guardOptions(a))
+	if err != nil {
+		return false
+	}
+	var path []string
+	if a.sess != nil {
+		path = a.sess.searchPath
+	}
+	for _, r := range checked.Tables {
+		name := r.Name
+		if r.Schema != "" {
+			name = r.Schema + "." + r.Name
+		}
+		if a.schema0.TableOnPath(name, path) == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // rememberAccepted keeps a pair when a user re-runs a question unchanged and
@@ -281,7 +308,7 @@ func (e *Engine) rememberAccepted(ctx context.Context, a *ask, stmt guard.Statem
 	if a.sess != nil && len(a.sess.secured) > 0 {
 		return // SQL shaped by row-level security is not shared as an example
 	}
-	err := e.Pairs.AddPair(ctx, a.req.Database, Pair{Question: a.req.Question, SQL: stmt.Display(), Source: PairAccepted, At: time.Now()})
+	err := e.Pairs.AddPair(ctx, a.req.Database, Pair{Question: a.req.Question, SQL: stmt.Display(), Source: PairAccepted, Role: a.sess.role, At: time.Now()})
 	if err != nil {
 		e.Logger.Warn("remembering a pair failed", zap.String("database", a.req.Database), zap.Error(err))
 	}

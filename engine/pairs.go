@@ -19,7 +19,11 @@ type Pair struct {
 	// Source: PairOperator (added by an operator) or PairAccepted (an ask
 	// that a user re-ran unchanged).
 	Source string
-	At     time.Time
+	// Role is who asked an accepted question: its pair is shown to that
+	// role only, since a question can carry what its asker may see and
+	// others may not. "" (operator pairs) is shown to everyone.
+	Role string
+	At   time.Time
 }
 
 // Pair sources.
@@ -87,9 +91,10 @@ func (s *MemoryPairs) Pairs(_ context.Context, database string) ([]Pair, error) 
 // maxExamples is how many remembered pairs a prompt shows.
 const maxExamples = 3
 
-// similarPairs picks the pairs whose questions share the most words with
-// the question (Jaccard over descindex tokens), best first.
-func similarPairs(question string, pairs []Pair, n int) []prompts.Example {
+// similarPairs picks, among the pairs usable by the asker (usable), those
+// whose questions share the most words with the question (Jaccard over
+// descindex tokens), best first.
+func similarPairs(question string, pairs []Pair, n int, usable func(Pair) bool) []prompts.Example {
 	q := tokenSet(question)
 	type scored struct {
 		p     Pair
@@ -97,6 +102,9 @@ func similarPairs(question string, pairs []Pair, n int) []prompts.Example {
 	}
 	var ss []scored
 	for _, p := range pairs {
+		if !usable(p) {
+			continue
+		}
 		t := tokenSet(p.Question)
 		inter := 0
 		for w := range t {

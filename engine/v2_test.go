@@ -196,13 +196,21 @@ func TestRememberedPairs(t *testing.T) {
 	if err := eng.AddPair(ctx, "postgres", "wipe", "DELETE FROM sales"); err == nil {
 		t.Fatal("a pair that writes was accepted")
 	}
+	// Pairs the asker must not see: another role's accepted question, and
+	// one reading a table outside the asker's schema.
+	_ = eng.Pairs.AddPair(ctx, "postgres", Pair{Question: "How many stores sell to secret client X?", SQL: "SELECT count(*) FROM stores WHERE city = 'X'", Source: PairAccepted, Role: "someone_else"})
+	_ = eng.Pairs.AddPair(ctx, "postgres", Pair{Question: "How many stores are in the hidden table?", SQL: "SELECT count(*) FROM hidden_stores", Source: PairOperator})
 	if _, err := eng.Translate(ctx, f.request("How many stores are there?")); err != nil {
 		t.Fatal(err)
 	}
 	var seen bool
 	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
-		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "SQL: SELECT count(*) FROM sales") {
+		p := r.Messages[len(r.Messages)-1].Content
+		if strings.Contains(p, "SQL: SELECT count(*) FROM sales") {
 			seen = true
+		}
+		if strings.Contains(p, "secret client") || strings.Contains(p, "hidden_stores") {
+			t.Errorf("a pair the asker may not see reached the prompt:\n%s", p)
 		}
 	}
 	if !seen {

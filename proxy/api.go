@@ -35,6 +35,9 @@ type Translation struct {
 	Timeout time.Duration
 	// Notice, when set, is sent as a NoticeResponse (severity NOTICE) before the rows.
 	Notice string
+	// Notices are sent after Notice, one NoticeResponse each (a question
+	// across databases names each database and its SQL).
+	Notices []string
 	// Rows, when non-nil, is returned instead of running SQL (ask-sql): the
 	// proxy sends them as rows, never as SQL text.
 	Rows *StaticResult

@@ -397,10 +397,8 @@ func (s *session) askQuery(m Marker, msg []byte) error {
 	if perr != nil {
 		return s.failQuery(perr)
 	}
-	if tr.Notice != "" {
-		if err := s.sendClient(encodeNotice(s.toClient(tr.Notice))); err != nil {
-			return err
-		}
+	if err := s.sendNotices(tr); err != nil {
+		return err
 	}
 	if tr.Rows != nil {
 		// Rows the proxy makes go to the client as rows, never as SQL.
@@ -442,10 +440,8 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 	if perr != nil {
 		return s.failParse(name, tail, perr)
 	}
-	if tr.Notice != "" {
-		if err := s.sendClient(encodeNotice(s.toClient(tr.Notice))); err != nil {
-			return err
-		}
+	if err := s.sendNotices(tr); err != nil {
+		return err
 	}
 	if tr.Rows != nil {
 		s.stmts[name] = &askStmt{rows: tr.Rows}
@@ -460,6 +456,20 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 	s.replies.push(expect{msg: 'P', act: actRelay})
 	_, err = s.uw.Write(parseMsg(st.upstream, tr.Statement.SQL(), tail))
 	return err
+}
+
+// sendNotices sends the translation's notices to the client.
+func (s *session) sendNotices(tr Translation) error {
+	var out []byte
+	for _, n := range append([]string{tr.Notice}, tr.Notices...) {
+		if n != "" {
+			out = append(out, encodeNotice(s.toClient(n))...)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return s.sendClient(out)
 }
 
 // ask translates a marker at a synced point of the stream, within the

@@ -87,3 +87,21 @@ func BenchmarkParseMarkerOrdinary(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMaybeMarker is the check every Query and Parse pays: ordinary SQL
+// is decided from its first non-space byte; a leading comment (or a word
+// starting with "a") goes on to the full parse (BenchmarkParseMarker*).
+func BenchmarkMaybeMarker(b *testing.B) {
+	for _, tc := range []struct{ name, sql string }{
+		{"select", "SELECT abalance FROM pgbench_accounts WHERE aid = $1;"},
+		{"indented", "\n    SELECT 1"},
+		{"comment", "-- a comment\nSELECT 1"},
+	} {
+		text := []byte(tc.sql)
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				maybeMarker(text[:min(len(text), 64)])
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 		for _, t := range o.targets {
 			ep := eps[t]
 			logf("warm-up %s (%ds)", t, o.warmup)
-			if _, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 4, Threads: 1, Mode: "simple"}, time.Duration(o.warmup)*time.Second); err != nil {
+			if _, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 4, Threads: 1, Mode: "simple"}, time.Duration(o.warmup)*time.Second, 0); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -49,42 +49,80 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 		}
 		for r := 0; r < o.repeat; r++ {
 			for _, t := range rotate(o.targets, ci+r) {
-				ep := eps[t]
-				cpu0, cpuErr := procCPUTicks(ep.pid)
-				res, _, err := pb.Run(ctx, ep.host, ep.port, c, dur)
-				if cpu1, err1 := procCPUTicks(ep.pid); err == nil && cpuErr == nil && err1 == nil && ep.pid > 0 && res.TPS > 0 {
-					res.ProxyCPUus = float64(cpu1-cpu0) * 1e6 / clockTicks / (res.TPS * dur.Seconds())
-				}
+				res, err := measuredRun(ctx, o, pb, eps[t], c, dur)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				st := cr.Targets[t]
 				if err != nil {
-					logf("%-26s %-9s ERROR %s", c.Name(), t, firstLine(err.Error()))
+					logf("%-26s %-14s ERROR %s", c.Name(), t, firstLine(err.Error()))
 					st.Errors = append(st.Errors, err.Error())
 					continue
 				}
-				logf("%-26s %-9s tps %9.0f  latency %.3f ms", c.Name(), t, res.TPS, res.LatencyMS)
+				line := fmt.Sprintf("%-26s %-14s tps %9.0f  latency %.3f ms", c.Name(), t, res.TPS, res.LatencyMS)
+				if eps[t].proc != nil {
+					line += fmt.Sprintf("  cpu %6.1f µs/txn  %5.2f cs/txn", res.CPUus, res.Switches)
+					if o.syscalls {
+						line += fmt.Sprintf("  %5.2f syscalls/txn", res.Syscalls)
+					}
+				}
+				logf("%s", line)
 				st.Runs = append(st.Runs, res)
 			}
 		}
 		for _, st := range cr.Targets {
-			var tps, lat, cpu []float64
-			for _, r := range st.Runs {
-				tps = append(tps, r.TPS)
-				lat = append(lat, r.LatencyMS)
-				if r.ProxyCPUus > 0 {
-					cpu = append(cpu, r.ProxyCPUus)
-				}
-			}
-			st.TPS, st.LatencyMS = median(tps), median(lat)
-			if len(cpu) > 0 {
-				st.ProxyCPUus = median(cpu)
-			}
+			st.summarize()
 		}
 		rep.Configs = append(rep.Configs, cr)
 	}
 	return nil
+}
+
+// measuredRun runs pgbench once against ep and, for a proxy, reads the
+// proxy's CPU time and context switches from /proc before and after (and
+// counts its system calls with perf when asked), per transaction.
+func measuredRun(ctx context.Context, o options, pb pgbench, ep endpoint, c Config, dur time.Duration) (PgbenchResult, error) {
+	if ep.proc == nil {
+		res, _, err := pb.Run(ctx, ep.host, ep.port, c, dur, o.txns)
+		return res, err
+	}
+	pid := ep.proc.Pid()
+	var sc *syscallCounter
+	if o.syscalls {
+		var err error
+		if sc, err = startSyscallCounter(ctx, o.perf, pid); err != nil {
+			return PgbenchResult{}, err
+		}
+	}
+	before, err := sampleUsage(pid)
+	if err != nil {
+		return PgbenchResult{}, err
+	}
+	res, _, err := pb.Run(ctx, ep.host, ep.port, c, dur, o.txns)
+	after, uerr := sampleUsage(pid)
+	var calls int64
+	var serr error
+	if sc != nil {
+		calls, serr = sc.Stop()
+	}
+	if err != nil {
+		return res, err
+	}
+	if uerr != nil {
+		return res, uerr
+	}
+	if serr != nil {
+		return res, serr
+	}
+	if res.Txns <= 0 {
+		return res, fmt.Errorf("pgbench reported no transactions processed")
+	}
+	d := after.sub(before)
+	n := float64(res.Txns)
+	res.CPUus = float64(d.CPU.Microseconds()) / n
+	res.Switches = float64(d.Switches) / n
+	res.Syscalls = float64(calls) / n
+	return res, nil
 }
 
 // streamSQL is the large result: about 90 bytes of DataRow per row (the shape
@@ -225,5 +263,22 @@ func hostInfo(ctx context.Context, c *pgtest.Cluster, o options) string {
 			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
 		}
 	}
+	if containsTarget(o.targets, targetPgpool) {
+		if out, err := exec.CommandContext(ctx, o.pgpool, "--version").CombinedOutput(); err == nil {
+			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
+		}
+	}
 	return strings.Join(parts, ", ")
+}
+
+// loadAvg is the 1-minute load average, which says how shared the machine was.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

@@ -1,11 +1,12 @@
 // Command proxybench compares nlproxy's pass-through performance with a direct
-// Postgres connection and with PgBouncer (session pooling): pgbench select-only
-// TPS and latency in four client configurations, a multi-hundred-megabyte result
-// streamed with pgx, and nlproxy's peak RSS. It starts everything it needs (a
-// throwaway Postgres via integration/pgtest, PgBouncer, nlproxy) and tears it all
-// down on exit or Ctrl-C.
+// Postgres connection, PgBouncer (session pooling) and pgpool-II (raw mode, a
+// query-aware peer): pgbench select-only TPS, latency and each proxy's CPU time,
+// context switches (and optionally system calls) per transaction in four client
+// configurations, a multi-hundred-megabyte result streamed with pgx, and
+// nlproxy's peak RSS. It starts everything it needs (a throwaway Postgres via
+// integration/pgtest, the proxies) and tears it all down on exit or Ctrl-C.
 //
-//	go run ./bench/proxybench [-T 20] [-repeat 1] [-targets direct,pgbouncer,nlproxy] [-json FILE]
+//	go run ./bench/proxybench [-T 20 | -t 20000] [-repeat 5] [-targets direct,pgbouncer,pgpool,nlproxy,nlproxy-engine] [-json FILE]
 package main
 
 import (
@@ -15,12 +16,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +28,7 @@ import (
 
 type options struct {
 	seconds     int
+	txns        int
 	repeat      int
 	warmup      int
 	scale       int
@@ -38,9 +37,12 @@ type options struct {
 	streamSQL   string
 	nlproxyBin  string
 	nlproxyArgs []string
-	metricsBin  string
+	altArgs     []string
 	build       bool
 	pgbouncer   string
+	pgpool      string
+	syscalls    bool
+	perf        string
 	jsonPath    string
 	maxRSSMB    float64
 	configs     []Config
@@ -63,17 +65,21 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("proxybench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.seconds, "T", 20, "seconds per pgbench run")
+	fs.IntVar(&o.txns, "t", 0, "transactions per pgbench run (split among its clients) instead of -T seconds")
 	fs.IntVar(&o.repeat, "repeat", 1, "runs per target and config; the median is reported")
 	fs.IntVar(&o.warmup, "warmup", 3, "seconds of pgbench warm-up per target before measuring (0 = none)")
 	fs.IntVar(&o.scale, "scale", 10, "pgbench -i scale factor")
-	targets := fs.String("targets", "direct,pgbouncer,nlproxy", "comma-separated endpoints to benchmark")
+	targets := fs.String("targets", "direct,pgbouncer,pgpool,nlproxy", "comma-separated endpoints to benchmark: direct, pgbouncer, pgpool, nlproxy, nlproxy-engine (the engine on, Ollama unreachable: plain SQL only), nlproxy-alt (-nlproxy-alt-args)")
 	fs.IntVar(&o.streamRows, "stream-rows", 5_000_000, "rows in the large-result test (0 = skip it)")
 	fs.StringVar(&o.streamSQL, "stream-sql", "", "query for the large-result test instead of the built-in one (e.g. a server-heavy md5 variant)")
 	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
-	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`")
-	fs.StringVar(&o.metricsBin, "nlproxy-metrics-bin", "", "binary for the nlproxy-metrics target (default: -nlproxy), e.g. to compare a build without the relay counters")
+	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`; NAME=value words go to its environment")
+	altArgs := fs.String("nlproxy-alt-args", "", "arguments for target nlproxy-alt, a second nlproxy to compare with (e.g. \"--no-engine GOMAXPROCS=1\")")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
+	fs.StringVar(&o.pgpool, "pgpool", "/usr/sbin/pgpool", "pgpool-II binary")
+	fs.BoolVar(&o.syscalls, "syscalls", false, "also count each proxy's system calls per transaction with perf stat (adds a little cost per system call)")
+	fs.StringVar(&o.perf, "perf", "perf", "perf binary, for -syscalls")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.Float64Var(&o.maxRSSMB, "max-rss-mb", 64, "nlproxy peak RSS target, MB")
 	quick := fs.Bool("quick", false, "only the -c 1 -M simple and -c 16 -j 2 -M prepared configs")
@@ -83,16 +89,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.seconds < 1 || o.repeat < 1 || o.scale < 1 || o.warmup < 0 || o.streamRows < 0 {
-		return o, errors.New("-T, -repeat and -scale must be ≥ 1; -warmup and -stream-rows ≥ 0")
+	if o.seconds < 1 || o.repeat < 1 || o.scale < 1 || o.warmup < 0 || o.streamRows < 0 || o.txns < 0 {
+		return o, errors.New("-T, -repeat and -scale must be ≥ 1; -t, -warmup and -stream-rows ≥ 0")
 	}
 	seen := map[string]bool{}
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
 		switch t {
-		case targetDirect, targetPgbouncer, targetNlproxy, targetNlproxyMetrics:
+		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, nlproxy, nlproxy-metrics)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, nlproxy, nlproxy-engine, nlproxy-alt)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -100,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	o.nlproxyArgs = strings.Fields(*nlArgs)
+	o.altArgs = strings.Fields(*altArgs)
 	if *quick {
 		o.configs = []Config{o.configs[0], o.configs[3]}
 	}
@@ -112,7 +119,7 @@ type endpoint struct {
 	host string
 	port int
 	url  string
-	pid  int // the proxy's process, for its CPU time; 0 for direct
+	proc *proc // the proxy process; nil for direct
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -134,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyMetrics) {
+	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyEngine) || containsTarget(o.targets, targetNlproxyAlt) {
 		bin := o.nlproxyBin
 		if !filepath.IsAbs(bin) {
 			bin = filepath.Join(root, bin)
@@ -148,6 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	loadStart := loadAvg()
 	logf("starting postgres")
 	cluster, err := pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust", Settings: map[string]string{
 		"max_connections": "200",
@@ -174,63 +182,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, t := range o.targets {
 		switch t {
 		case targetDirect:
-			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, 0}
+			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, nil}
 		case targetPgbouncer:
 			p, port, err := startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
 			if err != nil {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
 			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
 				return err
 			}
 			eps[t] = ep
-		case targetNlproxy:
-			p, port, err := startNlproxy(ctx, tmp, o.nlproxyBin, upstreamURL, o.nlproxyArgs)
+		case targetPgpool:
+			children := 8
+			for _, c := range o.configs {
+				children = max(children, c.Clients+8)
+			}
+			p, port, err := startPgpool(ctx, o.pgpool, cluster.Host, cluster.Port, children)
 			if err != nil {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
-			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
+			if err := waitReady(ctx, p, ep.url, 30*time.Second); err != nil {
 				return err
 			}
 			eps[t] = ep
-			nlproxyProc = p
-		case targetNlproxyMetrics:
-			adminPort, err := freePort()
-			if err != nil {
-				return err
+		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
+			args := o.nlproxyArgs
+			switch t {
+			case targetNlproxyEngine:
+				args = engineArgs(o.nlproxyArgs)
+			case targetNlproxyAlt:
+				args = o.altArgs
 			}
-			admin := net.JoinHostPort("127.0.0.1", strconv.Itoa(adminPort))
-			bin := o.nlproxyBin
-			if o.metricsBin != "" {
-				bin = o.metricsBin
-			}
-			logDir := filepath.Join(tmp, targetNlproxyMetrics) // its own nlproxy.log
-			if err := os.MkdirAll(logDir, 0o755); err != nil {
-				return err
-			}
-			p, port, err := startNlproxy(ctx, logDir, bin, upstreamURL, append([]string{"--admin-listen", admin}, o.nlproxyArgs...))
+			p, port, err := startNlproxy(ctx, tmp, t, o.nlproxyBin, upstreamURL, args)
 			if err != nil {
 				return err
 			}
 			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p.Pid()}
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
 			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
 				return err
 			}
 			eps[t] = ep
-			stopScrape := scrapeMetrics(ctx, "http://"+admin+"/metrics", time.Second, logf)
-			defer stopScrape()
+			if t == targetNlproxy || nlproxyProc == nil {
+				nlproxyProc = p
+			}
 		}
 	}
 
 	rep := &Report{
 		Command:  "go run ./bench/proxybench " + strings.Join(args, " "),
 		Host:     hostInfo(ctx, cluster, o),
-		Duration: fmt.Sprintf("%ds", o.seconds),
+		Duration: runLength(o),
 		Repeat:   o.repeat,
 		Scale:    o.scale,
 		Targets:  o.targets,
@@ -252,6 +258,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			logf("warning: nlproxy exited during the benchmark:\n%s", p.LogTail())
 		}
 	}
+	rep.Host += fmt.Sprintf(", load average %s at start, %s at end", loadStart, loadAvg())
 	rep.evaluate(o.maxRSSMB)
 
 	fmt.Fprintln(stdout)
@@ -270,39 +277,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// scrapeMetrics GETs url every interval until the returned stop is called,
-// as Prometheus would (more often than its usual 15s, to show the worst case).
-func scrapeMetrics(ctx context.Context, url string, every time.Duration, logf func(string, ...any)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		failed := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("status %s", resp.Status)
-				}
-			}
-			if err != nil && ctx.Err() == nil && !failed {
-				failed = true
-				logf("warning: scraping %s: %v", url, err)
-			}
+// engineArgs turns the nlproxy arguments into an engine-enabled
+// configuration: --no-engine dropped, a model named and Ollama pointed at a
+// port nobody listens on. Plain SQL never reaches the engine, so this
+// measures what the engine's presence costs the relay (the marker check, DDL
+// watching), not translation.
+func engineArgs(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if a != "--no-engine" && a != "-no-engine" {
+			out = append(out, a)
 		}
-	}()
-	return func() { cancel(); <-done }
+	}
+	return append(out, "--model", "proxybench-none", "--ollama-host", "http://127.0.0.1:9")
+}
+
+func runLength(o options) string {
+	if o.txns > 0 {
+		return fmt.Sprintf("%d transactions", o.txns)
+	}
+	return fmt.Sprintf("%ds", o.seconds)
 }

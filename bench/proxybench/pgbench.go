@@ -43,16 +43,19 @@ type PgbenchResult struct {
 	TPS       float64 `json:"tps"`
 	LatencyMS float64 `json:"latency_ms"`
 	Failed    int64   `json:"failed_transactions"`
-	// ProxyCPUus is the proxy process's CPU time (user+system) per
-	// transaction, µs; 0 for direct. Less sensitive than TPS to other
-	// load on the machine.
-	ProxyCPUus float64 `json:"proxy_cpu_us_per_tx,omitempty"`
+	Txns      int64   `json:"transactions"`
+	// The proxy's use over the run, per transaction (0 for direct, or when
+	// not measured).
+	CPUus    float64 `json:"proxy_cpu_us_per_txn,omitempty"`
+	Switches float64 `json:"proxy_ctx_switches_per_txn,omitempty"`
+	Syscalls float64 `json:"proxy_syscalls_per_txn,omitempty"`
 }
 
 var (
 	tpsRe     = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
 	latencyRe = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
 	failedRe  = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
+	txnsRe    = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
 )
 
 // errNoTPS means pgbench's output lacked the summary lines (it aborted early).
@@ -75,6 +78,9 @@ func parsePgbench(out string) (PgbenchResult, error) {
 	}
 	if f := failedRe.FindStringSubmatch(out); f != nil {
 		r.Failed, _ = strconv.ParseInt(f[1], 10, 64)
+	}
+	if f := txnsRe.FindStringSubmatch(out); f != nil {
+		r.Txns, _ = strconv.ParseInt(f[1], 10, 64)
 	}
 	return r, nil
 }
@@ -100,11 +106,16 @@ func (p pgbench) Init(ctx context.Context, host string, port, scale int) error {
 	return nil
 }
 
-// Run runs the select-only built-in script for dur with config c.
-func (p pgbench) Run(ctx context.Context, host string, port int, c Config, dur time.Duration) (PgbenchResult, string, error) {
-	args := append(p.baseArgs(host, port),
-		"-S", "-n", "-T", strconv.Itoa(int(dur.Round(time.Second)/time.Second)),
-		"-c", strconv.Itoa(c.Clients), "-j", strconv.Itoa(c.Threads), "-M", c.Mode, p.db)
+// Run runs the select-only built-in script with config c: txns transactions
+// in all (split among the clients) when txns > 0, otherwise for dur.
+func (p pgbench) Run(ctx context.Context, host string, port int, c Config, dur time.Duration, txns int) (PgbenchResult, string, error) {
+	args := append(p.baseArgs(host, port), "-S", "-n")
+	if txns > 0 {
+		args = append(args, "-t", strconv.Itoa(max(txns/c.Clients, 1)))
+	} else {
+		args = append(args, "-T", strconv.Itoa(int(dur.Round(time.Second)/time.Second)))
+	}
+	args = append(args, "-c", strconv.Itoa(c.Clients), "-j", strconv.Itoa(c.Threads), "-M", c.Mode, p.db)
 	var buf bytes.Buffer
 	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Stdout = &buf

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,7 +31,7 @@ type proc struct {
 // startProc starts bin with args, logging to logPath. cred, when non-nil, runs it
 // as another user (PgBouncer refuses to run as root). The context kills it with
 // SIGTERM first, SIGKILL after WaitDelay.
-func startProc(ctx context.Context, name, logPath string, cred *syscall.Credential, bin string, args ...string) (*proc, error) {
+func startProc(ctx context.Context, name, logPath string, cred *syscall.Credential, env []string, bin string, args ...string) (*proc, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s log: %w", name, err)
@@ -38,6 +39,9 @@ func startProc(ctx context.Context, name, logPath string, cred *syscall.Credenti
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 5 * time.Second
@@ -199,7 +203,7 @@ func startPgbouncer(ctx context.Context, bin, upHost string, upPort int, user st
 		return nil, 0, err
 	}
 	// The stdout log is opened by us, so its ownership does not matter.
-	p, err := startProc(ctx, "pgbouncer", filepath.Join(dir, "pgbouncer.out"), cred, bin, ini)
+	p, err := startProc(ctx, "pgbouncer", filepath.Join(dir, "pgbouncer.out"), cred, nil, bin, ini)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -217,8 +221,12 @@ func buildNlproxy(ctx context.Context, repo, out string) error {
 	return nil
 }
 
+// envRe matches a NAME=value word in -nlproxy-args, set in nlproxy's
+// environment (GOMAXPROCS=1, GOGC=off) rather than passed as an argument.
+var envRe = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+
 // startNlproxy runs `nlproxy serve` on a free port in front of upstream.
-func startNlproxy(ctx context.Context, parent, bin, upstreamURL string, extra []string) (*proc, int, error) {
+func startNlproxy(ctx context.Context, parent, name, bin, upstreamURL string, extra []string) (*proc, int, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, 0, fmt.Errorf("nlproxy binary: %w", err)
 	}
@@ -226,9 +234,17 @@ func startNlproxy(ctx context.Context, parent, bin, upstreamURL string, extra []
 	if err != nil {
 		return nil, 0, err
 	}
-	args := append([]string{"serve", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		"--upstream", upstreamURL, "--log-level", "warn"}, extra...)
-	p, err := startProc(ctx, "nlproxy", filepath.Join(parent, "nlproxy.log"), nil, bin, args...)
+	args := []string{"serve", "--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		"--upstream", upstreamURL, "--log-level", "warn"}
+	var env []string
+	for _, a := range extra {
+		if envRe.MatchString(a) {
+			env = append(env, a)
+		} else {
+			args = append(args, a)
+		}
+	}
+	p, err := startProc(ctx, name, filepath.Join(parent, name+".log"), nil, env, bin, args...)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -264,41 +280,4 @@ func parseStatusKB(status, field string) (int64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("%s: %w", field, errNoProc)
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times (100 on
-// Linux on every architecture Go supports).
-const clockTicks = 100
-
-// procCPUTicks is a process's user+system CPU time in clock ticks; 0 for
-// pid 0 (no process of ours, e.g. direct).
-func procCPUTicks(pid int) (int64, error) {
-	if pid <= 0 {
-		return 0, nil
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStatCPU(string(b))
-}
-
-// parseStatCPU sums utime and stime (fields 14 and 15) of a /proc/PID/stat
-// line; the command name in parentheses may hold spaces.
-func parseStatCPU(stat string) (int64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, errors.New("short /proc stat")
-	}
-	// f[0] is field 3 (state): utime is field 14 → f[11], stime f[12].
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, errors.New("malformed /proc stat times")
-	}
-	return u + st, nil
 }

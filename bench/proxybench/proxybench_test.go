@@ -36,7 +36,7 @@ func TestParsePgbench(t *testing.T) {
 		want    PgbenchResult
 		wantErr error
 	}{
-		{name: "summary", out: pgbenchOK, want: PgbenchResult{TPS: 22011.531232, LatencyMS: 0.045, Failed: 3}},
+		{name: "summary", out: pgbenchOK, want: PgbenchResult{TPS: 22011.531232, LatencyMS: 0.045, Failed: 3, Txns: 66030}},
 		{name: "aborted", out: "pgbench: error: connection to server failed\npgbench: error: Run was aborted; the above results are incomplete.\n", wantErr: errNoTPS},
 		{name: "tps without latency", out: "tps = 5.0 (without initial connection time)\n", wantErr: errNoTPS},
 		{name: "including-connections line is not the figure", out: "latency average = 1.0 ms\ntps = 9.0 (including connections establishing)\n", wantErr: errNoTPS},
@@ -77,6 +77,32 @@ func TestParseStatusKB(t *testing.T) {
 	}
 }
 
+func TestParseProc(t *testing.T) {
+	// Field 2 may hold spaces and parentheses; fields 14–17 are the CPU ticks.
+	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 150 25 3 2 20 0 9 0 100 1000 200\n"
+	if got, err := parseStatTicks(stat); err != nil || got != 180 {
+		t.Errorf("parseStatTicks = %d, %v; want 180", got, err)
+	}
+	if got, err := parseStatPPID(stat); err != nil || got != 1 {
+		t.Errorf("parseStatPPID = %d, %v; want 1", got, err)
+	}
+	if _, err := parseStatTicks("4242 (x) S 1"); err == nil {
+		t.Error("short stat line accepted")
+	}
+	perf := "\n12345,,raw_syscalls:sys_enter,1002003,100.00,,\n"
+	if got, err := parsePerfCount(perf, "raw_syscalls:sys_enter"); err != nil || got != 12345 {
+		t.Errorf("parsePerfCount = %d, %v", got, err)
+	}
+	if _, err := parsePerfCount("<not counted>,,raw_syscalls:sys_enter,0,0.00,,", "raw_syscalls:sys_enter"); err == nil {
+		t.Error("uncounted event accepted")
+	}
+	// Our own process: CPU is cumulative and we are in our own tree.
+	u, err := sampleUsage(os.Getpid())
+	if err != nil || u.Procs < 1 || u.Switches <= 0 {
+		t.Errorf("own usage = %+v, %v", u, err)
+	}
+}
+
 func TestMedianAndRotate(t *testing.T) {
 	for _, tc := range []struct {
 		in   []float64
@@ -105,15 +131,18 @@ func TestParseFlags(t *testing.T) {
 	if o.seconds != 5 || strings.Join(o.targets, ",") != "direct,pgbouncer" || len(o.configs) != 2 {
 		t.Errorf("parsed %+v", o)
 	}
-	for _, bad := range [][]string{{"-targets", "direct,pgpool"}, {"-T", "0"}, {"extra"}} {
+	for _, bad := range [][]string{{"-targets", "direct,odyssey"}, {"-T", "0"}, {"extra"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
 		}
 	}
 }
 
+// stats is one run's figures; CPU per transaction falls as TPS rises.
 func stats(tps, lat float64) *TargetStats {
-	return &TargetStats{TPS: tps, LatencyMS: lat, Runs: []PgbenchResult{{TPS: tps, LatencyMS: lat}}}
+	s := &TargetStats{Runs: []PgbenchResult{{TPS: tps, LatencyMS: lat, CPUus: 1000 / tps}}}
+	s.summarize()
+	return s
 }
 
 func TestEvaluate(t *testing.T) {
@@ -131,7 +160,8 @@ func TestEvaluate(t *testing.T) {
 	rep.NlproxyHWM = 20 * 1024
 	rep.evaluate(64)
 
-	want := []string{"PASS", "MISS", "MISS", "PASS", "PASS", "MISS", "MISS", "PASS"}
+	// TPS ×4, latency ×2, CPU ×4, streaming, RSS.
+	want := []string{"PASS", "MISS", "MISS", "PASS", "PASS", "MISS", "PASS", "MISS", "MISS", "PASS", "MISS", "PASS"}
 	if len(rep.Checks) != len(want) {
 		t.Fatalf("got %d checks: %+v", len(rep.Checks), rep.Checks)
 	}
@@ -144,7 +174,8 @@ func TestEvaluate(t *testing.T) {
 	var text, md bytes.Buffer
 	rep.WriteText(&text)
 	rep.WriteMarkdown(&md)
-	for _, s := range []string{"nlproxy/pgbouncer TPS", "1.20", "ERR", "0.89× direct", "error -c 16 -j 2 -M simple nlproxy: boom"} {
+	for _, s := range []string{"nlproxy/pgbouncer TPS", "1.20", "ERR", "0.89× direct", "error -c 16 -j 2 -M simple nlproxy: boom",
+		"nlproxy CPU µs/txn", "16.7 (16.7–16.7)", "0.83"} {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("text output lacks %q:\n%s", s, text.String())
 		}
@@ -200,7 +231,7 @@ func TestHarness(t *testing.T) {
 		host string
 		port int
 	}{{"direct", cluster.Host, cluster.Port}, {"pgbouncer", "127.0.0.1", port}} {
-		res, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 2, Threads: 1, Mode: "prepared"}, time.Second)
+		res, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 2, Threads: 1, Mode: "prepared"}, time.Second, 0)
 		if err != nil {
 			t.Fatalf("%s pgbench: %v", ep.name, err)
 		}
@@ -213,6 +244,36 @@ func TestHarness(t *testing.T) {
 		}
 		if sr.Rows != rows || sr.DataRowMB != float64(wantDataRow)/1e6 || sr.WireMB < sr.DataRowMB || sr.MBPerSecond <= 0 {
 			t.Errorf("%s stream = %+v, want %d rows and %d DataRow bytes", ep.name, sr, rows, wantDataRow)
+		}
+	}
+
+	// Per-transaction use of PgBouncer (one process) and pgpool-II (a process
+	// per client), as the benchmark measures it.
+	eps := []endpoint{{targetPgbouncer, "127.0.0.1", port, urlFor(port), bouncer}}
+	if fileExists("/usr/sbin/pgpool") {
+		pool, pport, err := startPgpool(ctx, "/usr/sbin/pgpool", cluster.Host, cluster.Port, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Stop()
+		if err := waitReady(ctx, pool, urlFor(pport), 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, endpoint{targetPgpool, "127.0.0.1", pport, urlFor(pport), pool})
+	}
+	for _, ep := range eps {
+		o := options{txns: 2000}
+		res, err := measuredRun(ctx, o, pb, ep, Config{Clients: 2, Threads: 1, Mode: "simple"}, time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", ep.name, err)
+		}
+		if res.Txns != 2000 || res.CPUus <= 0 || res.Switches <= 0 {
+			t.Errorf("%s: %+v, want 2000 transactions with CPU and context switches", ep.name, res)
+		}
+		if ep.name == targetPgpool {
+			if u, err := sampleUsage(ep.proc.Pid()); err != nil || u.Procs < 5 {
+				t.Errorf("pgpool tree: %+v, %v; want the parent and 4 children", u, err)
+			}
 		}
 	}
 
@@ -230,23 +291,5 @@ func TestHarness(t *testing.T) {
 	}
 	if fileExists(bouncer.tmpDir) {
 		t.Errorf("pgbouncer dir %s left behind", bouncer.tmpDir)
-	}
-}
-
-func TestParseStatCPU(t *testing.T) {
-	for _, tc := range []struct {
-		stat string
-		want int64
-		ok   bool
-	}{
-		{"4242 (nlproxy) S 1 4242 4242 0 -1 4194560 1200 0 0 0 731 129 0 0 20 0 9 0 5000 1000000 2000", 860, true},
-		{"77 (a (weird) name) R 1 77 77 0 -1 0 0 0 0 0 5 7 0 0", 12, true},
-		{"1 (x) S 1 2", 0, false},
-		{"garbage", 0, false},
-	} {
-		got, err := parseStatCPU(tc.stat)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseStatCPU(%q) = %d, %v; want %d, ok %v", tc.stat, got, err, tc.want, tc.ok)
-		}
 	}
 }

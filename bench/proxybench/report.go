@@ -9,21 +9,64 @@ import (
 
 // Target names.
 const (
-	targetDirect    = "direct"
-	targetPgbouncer = "pgbouncer"
-	targetNlproxy   = "nlproxy"
-	// targetNlproxyMetrics is nlproxy with its admin listener on and
-	// /metrics scraped every second: the cost of the relay's counters.
-	targetNlproxyMetrics = "nlproxy-metrics"
+	targetDirect        = "direct"
+	targetPgbouncer     = "pgbouncer"
+	targetPgpool        = "pgpool"
+	targetNlproxy       = "nlproxy"
+	targetNlproxyEngine = "nlproxy-engine"
+	targetNlproxyAlt    = "nlproxy-alt"
 )
 
 // TargetStats is the median of a target's runs for one config.
 type TargetStats struct {
-	TPS        float64         `json:"tps"`
-	LatencyMS  float64         `json:"latency_ms"`
-	ProxyCPUus float64         `json:"proxy_cpu_us_per_tx,omitempty"` // median
-	Runs       []PgbenchResult `json:"runs"`
-	Errors     []string        `json:"errors,omitempty"`
+	TPS       float64         `json:"tps"`
+	LatencyMS float64         `json:"latency_ms"`
+	CPUus     float64         `json:"proxy_cpu_us_per_txn,omitempty"`
+	Switches  float64         `json:"proxy_ctx_switches_per_txn,omitempty"`
+	Syscalls  float64         `json:"proxy_syscalls_per_txn,omitempty"`
+	Spread    map[string]Span `json:"spread,omitempty"` // min and max over the runs, per figure
+	Runs      []PgbenchResult `json:"runs"`
+	Errors    []string        `json:"errors,omitempty"`
+}
+
+// Span is the range of one figure over a target's runs.
+type Span struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// summarize sets the medians and spreads from the runs.
+func (s *TargetStats) summarize() {
+	s.Spread = map[string]Span{}
+	figure := func(name string, get func(PgbenchResult) float64) float64 {
+		if len(s.Runs) == 0 {
+			return 0
+		}
+		xs := make([]float64, len(s.Runs))
+		for i, r := range s.Runs {
+			xs[i] = get(r)
+		}
+		sp := Span{Min: xs[0], Max: xs[0]}
+		for _, x := range xs {
+			sp.Min, sp.Max = min(sp.Min, x), max(sp.Max, x)
+		}
+		s.Spread[name] = sp
+		return median(xs)
+	}
+	s.TPS = figure("tps", func(r PgbenchResult) float64 { return r.TPS })
+	s.LatencyMS = figure("latency_ms", func(r PgbenchResult) float64 { return r.LatencyMS })
+	s.CPUus = figure("cpu_us", func(r PgbenchResult) float64 { return r.CPUus })
+	s.Switches = figure("switches", func(r PgbenchResult) float64 { return r.Switches })
+	s.Syscalls = figure("syscalls", func(r PgbenchResult) float64 { return r.Syscalls })
+}
+
+// halfRange is the spread of a figure as ± half its range, in % of the median.
+func (s *TargetStats) halfRange(name string, med float64) string {
+	sp, ok := s.Spread[name]
+	if !ok || med == 0 || len(s.Runs) < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" ±%.0f%%", 50*(sp.Max-sp.Min)/med)
 }
 
 // ok reports whether every run of the target succeeded.
@@ -87,9 +130,9 @@ func num(s *TargetStats, tps bool) string {
 		return "ERR"
 	}
 	if tps {
-		return fmt.Sprintf("%.0f", s.TPS)
+		return fmt.Sprintf("%.0f", s.TPS) + s.halfRange("tps", s.TPS)
 	}
-	return fmt.Sprintf("%.3f", s.LatencyMS)
+	return fmt.Sprintf("%.3f", s.LatencyMS) + s.halfRange("latency_ms", s.LatencyMS)
 }
 
 func val(s *TargetStats, tps bool) float64 {
@@ -151,10 +194,90 @@ func (r *Report) ratioPairs() [][2]string {
 	} else if r.has(targetPgbouncer) && r.has(targetDirect) {
 		pairs = append(pairs, [2]string{targetPgbouncer, targetDirect})
 	}
-	if r.has(targetNlproxyMetrics) && r.has(targetNlproxy) {
-		pairs = append(pairs, [2]string{targetNlproxyMetrics, targetNlproxy})
-	}
 	return pairs
+}
+
+// proxies are the targets whose process use is measured.
+func (r *Report) proxies() []string {
+	var ps []string
+	for _, t := range r.Targets {
+		if t != targetDirect {
+			ps = append(ps, t)
+		}
+	}
+	return ps
+}
+
+// useRows renders the per-transaction proxy use: CPU µs median (min–max),
+// context switches and, when counted, system calls.
+func (r *Report) useRows() [][]string {
+	ps := r.proxies()
+	if len(ps) == 0 {
+		return nil
+	}
+	syscalls := false
+	for _, c := range r.Configs {
+		for _, t := range ps {
+			if s := c.Targets[t]; s.ok() && s.Syscalls > 0 {
+				syscalls = true
+			}
+		}
+	}
+	header := []string{"config"}
+	for _, t := range ps {
+		header = append(header, t+" CPU µs/txn")
+	}
+	nlVsBouncer := r.has(targetNlproxy) && r.has(targetPgbouncer)
+	if nlVsBouncer {
+		header = append(header, "nlproxy/pgbouncer CPU")
+	}
+	for _, t := range ps {
+		header = append(header, t+" cs/txn")
+	}
+	if syscalls {
+		for _, t := range ps {
+			header = append(header, t+" syscalls/txn")
+		}
+	}
+	out := [][]string{header}
+	for _, c := range r.Configs {
+		row := []string{c.Name}
+		for _, t := range ps {
+			s := c.Targets[t]
+			if !s.ok() {
+				row = append(row, "ERR")
+				continue
+			}
+			sp := s.Spread["cpu_us"]
+			row = append(row, fmt.Sprintf("%.1f (%.1f–%.1f)", s.CPUus, sp.Min, sp.Max))
+		}
+		if nlVsBouncer {
+			n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
+			if n.ok() && p.ok() {
+				row = append(row, ratio(n.CPUus, p.CPUus))
+			} else {
+				row = append(row, "—")
+			}
+		}
+		for _, t := range ps {
+			if s := c.Targets[t]; s.ok() {
+				row = append(row, fmt.Sprintf("%.2f", s.Switches))
+			} else {
+				row = append(row, "ERR")
+			}
+		}
+		if syscalls {
+			for _, t := range ps {
+				if s := c.Targets[t]; s.ok() {
+					row = append(row, fmt.Sprintf("%.2f", s.Syscalls))
+				} else {
+					row = append(row, "ERR")
+				}
+			}
+		}
+		out = append(out, row)
+	}
+	return out
 }
 
 func (r *Report) streamLines() []string {
@@ -175,25 +298,6 @@ func (r *Report) streamLines() []string {
 		}
 		lines = append(lines, line)
 	}
-	for _, c := range r.Configs {
-		var parts []string
-		for _, t := range r.Targets {
-			if st := c.Targets[t]; st != nil && st.ProxyCPUus > 0 {
-				parts = append(parts, fmt.Sprintf("%s %.1f", t, st.ProxyCPUus))
-			}
-		}
-		if len(parts) == 0 {
-			continue
-		}
-		line := fmt.Sprintf("proxy CPU µs/transaction, %s: %s", c.Name, strings.Join(parts, ", "))
-		for _, p := range r.ratioPairs() {
-			a, b := c.Targets[p[0]], c.Targets[p[1]]
-			if a != nil && b != nil && a.ProxyCPUus > 0 && b.ProxyCPUus > 0 {
-				line += fmt.Sprintf(" (%s/%s %s)", p[0], p[1], ratio(a.ProxyCPUus, b.ProxyCPUus))
-			}
-		}
-		lines = append(lines, line)
-	}
 	if r.has(targetNlproxy) && (r.NlproxyHWM > 0 || r.NlproxyMaxRSS > 0) {
 		lines = append(lines, fmt.Sprintf("nlproxy memory: peak VmRSS while streaming %.1f MB, VmHWM (lifetime peak RSS) %.1f MB",
 			float64(r.NlproxyMaxRSS)/1024, float64(r.NlproxyHWM)/1024))
@@ -201,14 +305,19 @@ func (r *Report) streamLines() []string {
 	return lines
 }
 
-// WriteText prints the aligned table, the large-result lines and the checks.
+// WriteText prints the aligned tables, the large-result lines and the checks.
 func (r *Report) WriteText(w io.Writer) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	for _, row := range r.rows() {
-		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	for _, table := range [][][]string{r.rows(), r.useRows()} {
+		if len(table) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, row := range table {
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
 	}
-	tw.Flush()
-	fmt.Fprintln(w)
 	for _, l := range r.streamLines() {
 		fmt.Fprintln(w, l)
 	}
@@ -227,28 +336,31 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 }
 
-// WriteMarkdown prints the same results as a Markdown table for the README.
+// WriteMarkdown prints the same results as Markdown tables for the README.
 func (r *Report) WriteMarkdown(w io.Writer) {
-	rows := r.rows()
-	for i, row := range rows {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
-		if i == 0 {
-			seps := make([]string, len(row))
-			seps[0] = "---"
-			for j := 1; j < len(seps); j++ {
-				seps[j] = "---:"
+	for _, table := range [][][]string{r.rows(), r.useRows()} {
+		for i, row := range table {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			if i == 0 {
+				seps := make([]string, len(row))
+				seps[0] = "---"
+				for j := 1; j < len(seps); j++ {
+					seps[j] = "---:"
+				}
+				fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
 			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(seps, " | "))
+		}
+		if len(table) > 0 {
+			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintln(w)
 	for _, l := range r.streamLines() {
 		fmt.Fprintf(w, "- %s\n", l)
 	}
 	for _, c := range r.Checks {
 		fmt.Fprintf(w, "- **%s** %s — %s\n", c.Status, c.Name, c.Detail)
 	}
-	fmt.Fprintf(w, "\n_%s; pgbench -S -n, %s per run, median of %d, scale %d; `%s`_\n",
+	fmt.Fprintf(w, "\n_%s; pgbench -S -n, %s per run, median of %d (± = half the range), scale %d; `%s`_\n",
 		r.Host, r.Duration, r.Repeat, r.Scale, r.Command)
 }
 
@@ -292,6 +404,23 @@ func (r *Report) evaluate(maxRSSMB float64) {
 			continue
 		}
 		verdict(name, n.LatencyMS <= p.LatencyMS, fmt.Sprintf("%.3f ms vs %.3f ms", n.LatencyMS, p.LatencyMS))
+	}
+	for _, c := range r.Configs {
+		name := "nlproxy CPU/txn ≤ PgBouncer CPU/txn, " + c.Name
+		if !both {
+			skip(name, "needs targets nlproxy and pgbouncer")
+			continue
+		}
+		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
+		if !n.ok() || !p.ok() {
+			verdict(name, false, "a run failed")
+			continue
+		}
+		if n.CPUus <= 0 || p.CPUus <= 0 {
+			verdict(name, false, "CPU not measured")
+			continue
+		}
+		verdict(name, n.CPUus <= p.CPUus, fmt.Sprintf("%.1f µs vs %.1f µs (%s×)", n.CPUus, p.CPUus, ratio(n.CPUus, p.CPUus)))
 	}
 	name := "large result through nlproxy ≥ 0.9× direct"
 	n, d := r.Stream[targetNlproxy], r.Stream[targetDirect]

@@ -84,6 +84,8 @@ type EngineConfig struct {
 	// Examples is a file of operator question→SQL pairs (YAML list of
 	// {database, question, sql}) shown to the model as few-shot examples.
 	Examples string `yaml:"examples"`
+	// AskAll configures questions across databases (askall.go).
+	AskAll AskAllConfig `yaml:"ask_all"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -280,9 +282,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		func(s string) error { return addDatabaseProfiles(e, s) })
 	fs.IntVar(&e.Parallel, "llm-parallel", e.Parallel, "model calls one ask makes at once; match Ollama's OLLAMA_NUM_PARALLEL (env NLPROXY_LLM_PARALLEL)")
 	fs.StringVar(&e.Examples, "examples", e.Examples, "YAML file of question→SQL examples per database, shown to the model (env NLPROXY_EXAMPLES)")
+	var flagAuth []UpstreamEntry
+	askAllFlags(fs, &e.AskAll, &flagAuth)
 	registerOpsFlags(fs, &cfg.Ops)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
+	}
+	if len(flagAuth) > 0 {
+		e.AskAll.Authenticators = flagAuth
 	}
 	if fs.NArg() > 0 {
 		return cfg, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -415,6 +422,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	}
 	integer("NLPROXY_LLM_PARALLEL", &e.Parallel)
 	str("NLPROXY_EXAMPLES", &e.Examples)
+	if err := askAllEnv(&e.AskAll, getenv); err != nil {
+		fail("ask-all", err)
+	}
 	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -508,6 +518,9 @@ func (c Config) validate() error {
 			if !slices.Contains(known, strings.ToLower(p)) {
 				errs = append(errs, fmt.Errorf("database-profile %s=%s: want one of %s", db, p, strings.Join(known, ", ")))
 			}
+		}
+		if err := c.Engine.AskAll.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := c.Ops.validate(); err != nil {

@@ -133,7 +133,11 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 			return nil, err
 		}
 	}
-	return &engineParts{translator: bridge.Translator{Engine: eng, StatementTimeout: time.Duration(ec.RunTimeout)},
+	multi, err := buildAskAll(cfg, eng, client, mgr, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout)},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 

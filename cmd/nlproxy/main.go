@@ -4,6 +4,7 @@
 //	nlproxy [serve] [flags]   run the proxy (default)
 //	nlproxy demo              throwaway Postgres with sample data + the proxy
 //	nlproxy catalog ...       build, show and query the schema/value catalog
+//	nlproxy eval ...          measure accuracy on sql-eval or BIRD through the proxy
 //	nlproxy version           version and commit
 //	nlproxy help [command]    the commands, or one command's flags and environment
 package main
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "catalog":
 		return runCatalog(ctx, args, stdout, stderr)
+	case "eval":
+		return runEval(ctx, args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, os.Getenv, stdout, stderr)
 	case "version", "-version", "--version":
@@ -71,6 +74,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				sub = []string{args[1], "--help"}
 			}
 			return runCatalog(ctx, sub, stdout, stderr)
+		case "eval":
+			sub := []string{"--help"}
+			if len(args) > 1 {
+				sub = []string{args[1], "--help"}
+			}
+			return runEval(ctx, sub, stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "Usage:\n  nlproxy version    (or nlproxy --version)")
 			return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -23,6 +24,9 @@ const DefaultStatementTimeout = time.Minute
 // Translator is a proxy.Translator backed by an engine.
 type Translator struct {
 	Engine *engine.Engine
+	// Multi answers questions across databases (ask(all):); nil: they
+	// fail with 0A000.
+	Multi *multidb.Asker
 	// StatementTimeout bounds each run of the generated query (default
 	// DefaultStatementTimeout).
 	StatementTimeout time.Duration
@@ -37,6 +41,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if req.Marker.Profile == ProfileAll {
+		return t.translateAll(ctx, req)
+	}
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,

@@ -3,7 +3,9 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
@@ -15,8 +17,9 @@ import (
 // a Scope from TrialScope or RunScope; this file is the one place that says
 // how.
 //
-// Every statement here is fixed ASCII text (the only variable is a number),
-// so it lexes the same under any session setting.
+// Every statement here is fixed ASCII text (the only variables are a number
+// and, in TrialScopeAs, a role name quoted as an ASCII E-string literal), so it
+// lexes the same under any session setting.
 type Scope struct {
 	// Enter runs before the statement.
 	Enter []string
@@ -94,4 +97,62 @@ func blockScope(tx pg.TxStatus, timeout time.Duration) Scope {
 		Recover: undo,
 		Start:   tx,
 	}
+}
+
+// TrialScopeAs is TrialScope on a connection of an authenticator role
+// (another database's, for questions across databases): after BEGIN READ
+// ONLY the transaction takes on role with the equivalent of SET LOCAL ROLE,
+// so everything in it runs with role's privileges and row-level security,
+// and ROLLBACK gives the authenticator back its own identity. The session
+// must be idle: an authenticator connection belongs to nlproxy, not to a
+// client's transaction.
+//
+// The role name is the one variable text here; it is written as an
+// E-string literal, ASCII only (other characters as \u escapes), which lexes the same
+// under any session setting. "none" would reset the role to the
+// authenticator itself, so it is refused.
+func TrialScopeAs(tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
+	if tx != pg.TxIdle {
+		if tx == pg.TxFailed {
+			return Scope{}, ErrFailedTransaction
+		}
+		return Scope{}, fmt.Errorf("guard: a run as another role needs an idle session, not %q", byte(tx))
+	}
+	lit, err := roleLiteral(role)
+	if err != nil {
+		return Scope{}, err
+	}
+	return Scope{
+		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
+		Exit:    []string{"ROLLBACK"},
+		Recover: []string{"ROLLBACK"},
+		Start:   tx,
+	}, nil
+}
+
+// ErrBadRole: a role name TrialScopeAs cannot take on.
+var ErrBadRole = errors.New("guard: not a role name to run as")
+
+// roleLiteral quotes a role name as an E-string constant in ASCII.
+func roleLiteral(role string) (string, error) {
+	if role == "" || strings.EqualFold(role, "none") || !utf8.ValidString(role) || strings.ContainsRune(role, 0) {
+		return "", fmt.Errorf("%w: %q", ErrBadRole, role)
+	}
+	var b strings.Builder
+	b.WriteString("E'")
+	for _, r := range role {
+		switch {
+		case r == '\'' || r == '\\':
+			b.WriteRune('\\')
+			b.WriteRune(r)
+		case r >= 0x20 && r < 0x7f:
+			b.WriteRune(r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08X`, r)
+		}
+	}
+	b.WriteString("'")
+	return b.String(), nil
 }

@@ -204,8 +204,10 @@ func (f *fixture) scriptCorpus(vs []vector) {
 	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts", "note"], "entities": []}`}}
 	for _, v := range vs {
 		rules = append(rules,
-			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{candidatePrompt, tagOf(v)}, Reply: sqlReply(v.sql)},
-			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fixerPrompt, tagOf(v)}, Reply: sqlReply(v.sql)})
+			// Matched on the asked question only: remembered pairs of other
+			// vectors appear in the prompt as examples.
+			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{candidatePrompt}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)},
+			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fixerPrompt}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)})
 	}
 	f.fake.SetRules(rules...)
 }

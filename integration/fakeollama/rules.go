@@ -50,6 +50,26 @@ func (v ChatView) LastUser() string {
 	return ""
 }
 
+// Question returns the question a pipeline prompt asks: the line after a
+// line "Question:" in the last user message (few-shot examples, written
+// "Question: …" on one line, do not count), or "".
+func (v ChatView) Question() string {
+	_, rest, ok := strings.Cut(v.LastUser(), "\nQuestion:\n")
+	if !ok {
+		if rest, ok = strings.CutPrefix(v.LastUser(), "Question:\n"); !ok {
+			return ""
+		}
+	}
+	q, _, _ := strings.Cut(rest, "\n")
+	return strings.TrimSpace(q)
+}
+
+// QuestionContains is a Rule.Match that holds when the asked question (see
+// ChatView.Question) contains s.
+func QuestionContains(s string) func(ChatView) bool {
+	return func(v ChatView) bool { return strings.Contains(v.Question(), s) }
+}
+
 // Fault makes a rule misbehave at the HTTP level.
 type Fault int
 

@@ -389,3 +389,18 @@ func TestFaults(t *testing.T) {
 		t.Fatal("embed drop succeeded")
 	}
 }
+
+func TestChatViewQuestion(t *testing.T) {
+	tests := []struct{ user, want string }{
+		{"Schema...\n\nQuestions answered before on this database:\n\nQuestion: old one\nSQL: SELECT 1\n\nQuestion:\nthe new one\n\nWork in this order:", "the new one"},
+		{"Question:\nfirst line\nmore", "first line"},
+		{"Question: inline only", ""},
+		{"no question", ""},
+	}
+	for _, tt := range tests {
+		v := fakeollama.ChatView{Messages: []fakeollama.Message{{Role: "user", Content: tt.user}}}
+		if got := v.Question(); got != tt.want {
+			t.Errorf("Question(%q) = %q, want %q", tt.user, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,245 @@
+package dataset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Connector opens a session to a database of the target server as a role
+// that may create databases.
+type Connector func(ctx context.Context, database string) (*pgx.Conn, error)
+
+// LoadOptions control how databases are created.
+type LoadOptions struct {
+	// Prefix is put before every database name ("" keeps the dataset's names).
+	Prefix string
+	// Replace drops an existing database of the same name first; otherwise
+	// an existing one is an error.
+	Replace bool
+	// Readers are roles given USAGE and SELECT on the loaded schemas.
+	Readers []string
+	// PGRestore is the pg_restore binary for custom-format dumps
+	// (default: found on PATH).
+	PGRestore string
+	// URL builds a libpq connection string for a database (pg_restore needs
+	// one); only dumps need it.
+	URL func(database string) string
+}
+
+// Loaded reports one database.
+type Loaded struct {
+	DB       string // the dataset's name
+	Target   string // the name created on the server
+	Comments int    // column descriptions loaded as COMMENT ON COLUMN
+	Glossary string // the metadata's glossary text, for the catalog glossary
+}
+
+// DatabaseFiles finds a database's files: <dir>/databases/<db>/<db>.sql (or
+// .dump for pg_dump's custom format) and the optional <db>.json metadata.
+func DatabaseFiles(dir, db string) (data, meta string, err error) {
+	base := filepath.Join(dir, "databases", db, db)
+	for _, ext := range []string{".sql", ".dump"} {
+		if _, err := os.Stat(base + ext); err == nil {
+			data = base + ext
+			break
+		}
+	}
+	if data == "" {
+		return "", "", fmt.Errorf("%w: no %s.sql or %s.dump under %s", ErrDataset, db, db, filepath.Dir(base))
+	}
+	if _, err := os.Stat(base + ".json"); err == nil {
+		meta = base + ".json"
+	}
+	return data, meta, nil
+}
+
+// Load creates and fills one database of ds on the target server.
+func Load(ctx context.Context, connect Connector, ds *Dataset, db string, opts LoadOptions) (Loaded, error) {
+	out := Loaded{DB: db, Target: opts.Prefix + db}
+	data, meta, err := DatabaseFiles(ds.Dir, db)
+	if err != nil {
+		return out, err
+	}
+	admin, err := connect(ctx, "postgres")
+	if err != nil {
+		return out, fmt.Errorf("load %s: connect: %w", db, err)
+	}
+	ident := pgx.Identifier{out.Target}.Sanitize()
+	if opts.Replace {
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			admin.Close(ctx)
+			return out, fmt.Errorf("load %s: drop: %w", db, err)
+		}
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+ident)
+	admin.Close(ctx)
+	if err != nil {
+		return out, fmt.Errorf("load %s: create database %s: %w", db, out.Target, err)
+	}
+	conn, err := connect(ctx, out.Target)
+	if err != nil {
+		return out, fmt.Errorf("load %s: connect: %w", db, err)
+	}
+	defer conn.Close(ctx)
+	if strings.HasSuffix(data, ".dump") {
+		if err := restore(ctx, data, out.Target, opts); err != nil {
+			return out, err
+		}
+	} else {
+		b, err := os.ReadFile(data)
+		if err != nil {
+			return out, fmt.Errorf("%w: %w", ErrDataset, err)
+		}
+		// One simple-protocol message runs the whole file in one transaction.
+		if _, err := conn.Exec(ctx, string(b), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return out, fmt.Errorf("load %s: %s: %w", db, data, err)
+		}
+	}
+	if meta != "" {
+		n, gloss, err := applyMetadata(ctx, conn, meta)
+		if err != nil {
+			return out, fmt.Errorf("load %s: %w", db, err)
+		}
+		out.Comments, out.Glossary = n, gloss
+	}
+	for _, r := range opts.Readers {
+		role := pgx.Identifier{r}.Sanitize()
+		if _, err := conn.Exec(ctx, fmt.Sprintf(
+			"DO $$DECLARE s text; BEGIN FOR s IN SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%%' AND nspname <> 'information_schema' LOOP "+
+				"EXECUTE format('GRANT USAGE ON SCHEMA %%I TO %s', s); EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %%I TO %s', s); END LOOP; END$$",
+			role, role)); err != nil {
+			return out, fmt.Errorf("load %s: grant to %s: %w", db, r, err)
+		}
+	}
+	return out, nil
+}
+
+func restore(ctx context.Context, dump, target string, opts LoadOptions) error {
+	if opts.URL == nil {
+		return fmt.Errorf("%w: %s is a dump; pg_restore needs a connection URL", ErrDataset, dump)
+	}
+	bin := opts.PGRestore
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("pg_restore"); err != nil {
+			return fmt.Errorf("load %s: pg_restore not found: %w", dump, err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "--no-owner", "--no-privileges", "--exit-on-error", "-d", opts.URL(target), dump)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("load %s: pg_restore: %w: %s", dump, err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// metadata is sql-eval's <db>.json.
+type metadata struct {
+	Tables   map[string][]ColumnMeta `json:"table_metadata"`
+	Glossary json.RawMessage         `json:"glossary"`
+}
+
+// ColumnMeta is one column of sql-eval's table_metadata.
+type ColumnMeta struct {
+	Name        string `json:"column_name"`
+	Type        string `json:"data_type"`
+	Description string `json:"column_description"`
+}
+
+// ReadMetadata reads the table metadata of a database (nil when it has none).
+func ReadMetadata(dir, db string) (map[string][]ColumnMeta, error) {
+	_, meta, err := DatabaseFiles(dir, db)
+	if err != nil || meta == "" {
+		return nil, err
+	}
+	m, err := readMeta(meta)
+	if err != nil {
+		return nil, err
+	}
+	return m.Tables, nil
+}
+
+func readMeta(path string) (*metadata, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDataset, err)
+	}
+	var m metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrDataset, path, err)
+	}
+	return &m, nil
+}
+
+// applyMetadata loads column descriptions as COMMENT ON COLUMN (the catalog
+// reads comments) and returns the glossary text.
+func applyMetadata(ctx context.Context, conn *pgx.Conn, path string) (int, string, error) {
+	m, err := readMeta(path)
+	if err != nil {
+		return 0, "", err
+	}
+	tables := make([]string, 0, len(m.Tables))
+	for t := range m.Tables {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	var b strings.Builder
+	n := 0
+	for _, t := range tables {
+		for _, c := range m.Tables[t] {
+			if strings.TrimSpace(c.Description) == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "COMMENT ON COLUMN %s IS %s;\n", pgx.Identifier{t, c.Name}.Sanitize(), quoteLiteral(c.Description))
+			n++
+		}
+	}
+	if n > 0 {
+		if _, err := conn.Exec(ctx, b.String(), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return 0, "", fmt.Errorf("column comments: %w", err)
+		}
+	}
+	return n, glossaryText(m.Glossary), nil
+}
+
+// glossaryText accepts the glossary as a string or a list of strings.
+func glossaryText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strings.TrimSpace(s)
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return strings.TrimSpace(strings.Join(list, "\n"))
+	}
+	return ""
+}
+
+// quoteLiteral quotes s as a standard SQL string literal.
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// GlossaryYAML renders loaded glossaries as the YAML file `nlproxy serve
+// --glossary` reads: one entry per database with a glossary.
+func GlossaryYAML(loaded []Loaded) []byte {
+	var b strings.Builder
+	for _, l := range loaded {
+		if l.Glossary == "" {
+			continue
+		}
+		js, _ := json.Marshal(l.Glossary) // a JSON string is a valid YAML scalar
+		fmt.Fprintf(&b, "- term: %q\n  definition: %s\n", l.Target+" glossary", js)
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,112 @@
+package evalsim_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/integration/evalsim"
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/proxy"
+)
+
+const model = "qwen2.5-coder:7b"
+
+// fixture: one cluster with the sql-eval databases loaded (names prefixed,
+// unique to the run) and the catalog over them.
+type fixture struct {
+	cluster *pgtest.Cluster
+	ds      *dataset.Dataset
+	prefix  string
+	cats    *catalog.Manager
+	all     []runner.Result // every run's results, for the report
+	sim     *evalsim.Sim    // prepared once; each run derives its own
+}
+
+func datasetDir(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "datasets", "sql-eval")
+	if _, err := os.Stat(filepath.Join(dir, "questions.csv")); err != nil {
+		t.Fatalf("sql-eval data: %v", err)
+	}
+	return dir
+}
+
+func newFixture(t *testing.T, ds *dataset.Dataset) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgtest.Options{})
+	f := &fixture{cluster: cluster, ds: ds, prefix: pgtest.UniqueName(t, "ev") + "_"}
+	for _, db := range ds.DBs() {
+		if _, err := dataset.Load(ctx, cluster.Connect, ds, db, dataset.LoadOptions{Prefix: f.prefix}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.cats = &catalog.Manager{Connect: cluster.Connect, Logger: zap.NewNop()}
+	t.Cleanup(func() { f.cats.Close() })
+	return f
+}
+
+// direct opens a session straight to a dataset database (the simulated
+// model's own view, for judging candidates).
+func (f *fixture) direct(ctx context.Context, db string) (*pgx.Conn, error) {
+	return f.cluster.Connect(ctx, f.prefix+db)
+}
+
+// proxyFor starts an in-process proxy whose engine talks to a fake Ollama
+// answering with sim; each call gets a fresh engine (no cache shared
+// between runs). It returns a Connect for the runner.
+func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Context, db string) (*pgx.Conn, error) {
+	t.Helper()
+	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: sim.Rule()})
+	client, err := llm.New(llm.Config{
+		Host:        fake.URL(),
+		Models:      map[llm.Role]string{llm.RoleGenerator: model, llm.RoleSmall: model},
+		CallTimeout: time.Minute,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop()}
+	srv := &proxy.Server{
+		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		Translator: bridge.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
+		Logger:     zap.NewNop(),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+	})
+	addr := ln.Addr().String()
+	return func(ctx context.Context, db string) (*pgx.Conn, error) {
+		url := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", pgtest.Superuser, pgtest.SuperuserPassword, addr, f.prefix+db)
+		return pgx.Connect(ctx, url)
+	}
+}

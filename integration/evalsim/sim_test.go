@@ -1,0 +1,217 @@
+package evalsim_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nlproxy/nlproxy/eval/compare"
+	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/eval/report"
+	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/integration/evalsim"
+)
+
+const seed = 20261123
+
+// questions: every sixth answerable question (32 of 190, every database and
+// category) and every tenth unanswerable one (11 of 105) for CI;
+// EVALSIM_FULL=1 asks all 295.
+func questions(t *testing.T) *dataset.Dataset {
+	ds, err := dataset.OpenSQLEval(datasetDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("EVALSIM_FULL") == "" {
+		var keep []dataset.Question
+		ans, idk := 0, 0
+		for _, q := range ds.Questions {
+			switch {
+			case !q.Unanswerable && ans%6 == 0, q.Unanswerable && idk%10 == 0:
+				keep = append(keep, q)
+			}
+			if q.Unanswerable {
+				idk++
+			} else {
+				ans++
+			}
+		}
+		ds.Questions = keep
+	}
+	return ds
+}
+
+// outDir is where results and reports go: EVALSIM_OUT, else the test's temp dir.
+func outDir(t *testing.T) string {
+	if d := os.Getenv("EVALSIM_OUT"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+func parallel() int {
+	if n, err := strconv.Atoi(os.Getenv("EVALSIM_PARALLEL")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}
+
+// simulate runs ds through a fresh proxy with a simulated model and returns
+// the results and the simulation's stats.
+func simulate(t *testing.T, f *fixture, opts evalsim.Options, profile, name string) ([]runner.Result, evalsim.Stats, *evalsim.Sim) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	if f.sim == nil {
+		// Prepared once: every gold query and wrong variant run and judged.
+		sim, _, err := evalsim.New(ctx, f.ds, f.direct, evalsim.Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.sim = sim
+	}
+	sim, st := f.sim.With(opts)
+	connect := f.proxyFor(t, sim)
+	out := filepath.Join(outDir(t), name+".jsonl")
+	_ = os.Remove(out)
+	start := time.Now()
+	res, err := runner.Run(ctx, f.ds, runner.Options{
+		Connect: connect, Profile: profile, Run: "simulated " + name, Parallel: parallel(),
+		Timeout: 3 * time.Minute, Results: out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s (simulated, profile %q): %s; planted rate %.3f (%d/%d unplantable); variants %v; calls %v; %d questions in %s",
+		name, profile, summarize(res), st.PlantedRate(), st.Unplantable, st.Questions, st.Variants, sim.Counts(), len(res), time.Since(start).Round(time.Millisecond))
+	if u := sim.Unknown(); len(u) > 0 {
+		t.Errorf("the simulated model got %d calls it does not recognise (a new kind of call, or a question it does not know); first: %q", len(u), u[0])
+	}
+	if len(res) != len(f.ds.Questions) {
+		t.Fatalf("%d results for %d questions", len(res), len(f.ds.Questions))
+	}
+	return res, st, sim
+}
+
+func summarize(res []runner.Result) string {
+	n := map[string]int{}
+	right := 0
+	for _, r := range res {
+		n[r.Outcome]++
+		if r.Right() {
+			right++
+		}
+	}
+	return fmt.Sprintf("%d/%d right (%.1f%%): correct %d, subset %d, wrong %d, error %d, abstained %d",
+		right, len(res), 100*float64(right)/float64(max(len(res), 1)), n[runner.Correct], n[runner.Subset], n[runner.Wrong], n[runner.Error], n[runner.Abstained])
+}
+
+func rightCount(res []runner.Result) int {
+	n := 0
+	for _, r := range res {
+		if r.Right() {
+			n++
+		}
+	}
+	return n
+}
+
+// profiles are the engine's built-in profiles, asked by name in the marker.
+var profiles = []string{"fast", "balanced", "max"}
+
+// TestSimulatedEvaluation checks the harness and the pipeline end to end
+// with the simulated model, for every profile: with P = 1 every question
+// must come out right (any loss is a harness or pipeline bug), with P = 0
+// exactly the planted rate (the questions no wrong variant exists for).
+func TestSimulatedEvaluation(t *testing.T) {
+	ds := questions(t)
+	f := newFixture(t, ds)
+	for _, profile := range profiles {
+		t.Run(profile+"/p=1", func(t *testing.T) {
+			res, _, _ := simulate(t, f, evalsim.Options{P: 1, Q: 1, Seed: seed}, profile, profile+"-p1")
+			f.all = append(f.all, res...)
+			for _, r := range res {
+				if !r.Right() {
+					t.Errorf("%s: %s (%s %s)\n  question: %s\n  gold: %s\n  sql:  %s\n  gold rows %d %v\n  gen rows  %d %v",
+						r.ID, r.Outcome, r.SQLState, r.Error, r.Question, r.Gold, r.SQL, r.GoldRows, head(r.GoldHead), r.GenRows, head(r.GenHead))
+				}
+				if r.Profile != profile {
+					t.Errorf("%s: profile %q recorded, asked %q", r.ID, r.Profile, profile)
+				}
+			}
+		})
+		t.Run(profile+"/p=0", func(t *testing.T) {
+			// Literal-case variants are left out here: the engine's literal
+			// correction repairs them (that is its job), which would make
+			// the expected figure depend on the value index.
+			kinds := slices.DeleteFunc(slices.Clone(evalsim.AllKinds), func(k string) bool { return k == evalsim.KindLiteral })
+			res, st, _ := simulate(t, f, evalsim.Options{P: 0, Q: 0, Seed: seed, Kinds: kinds}, profile, profile+"-p0")
+			if got, want := rightCount(res), st.Unplantable; got != want {
+				for _, r := range res {
+					if r.Right() {
+						t.Logf("right at p=0: %s %s\n  sql: %s", r.ID, r.Outcome, r.SQL)
+					}
+				}
+				t.Errorf("p=0: %d right, want the planted %d of %d", got, want, len(res))
+			}
+			if st.Unplantable*2 > st.Questions {
+				t.Errorf("only %d of %d questions have a wrong variant", st.Questions-st.Unplantable, st.Questions)
+			}
+		})
+	}
+	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
+
+	// The report of every run, for people (go test -artifacts keeps it;
+	// EVALSIM_OUT names a directory).
+	dir := os.Getenv("EVALSIM_OUT")
+	if dir == "" {
+		dir = t.ArtifactDir()
+	}
+	var b bytes.Buffer
+	if err := report.WriteTable(&b, f.all); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary (simulated model, not accuracy):\n%s", b.String())
+	page, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Close()
+	if err := report.WriteHTML(page, f.all, report.HTMLOptions{Title: "nlproxy eval — simulated model",
+		Note: "Simulated model (integration/evalsim): these figures test the harness and the pipeline's mechanics; they are not accuracy."}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// maxBeatsFast: with P = 0.5 and Q = 0.8, max (several generators and
+// a pairwise selector) must answer more questions right than fast (one
+// generator): the mechanics of generation and selection, end to end on
+// real execution. The margin is logged.
+func maxBeatsFast(t *testing.T, f *fixture) {
+	opts := evalsim.Options{P: 0.5, Q: 0.8, Seed: seed}
+	fast, _, _ := simulate(t, f, opts, "fast", "fast-p05")
+	if os.Getenv("EVALSIM_FULL") != "" {
+		bal, _, _ := simulate(t, f, opts, "balanced", "balanced-p05")
+		f.all = append(f.all, bal...)
+	}
+	maxRes, _, _ := simulate(t, f, opts, "max", "max-p05")
+	f.all = append(f.all, fast...)
+	f.all = append(f.all, maxRes...)
+	nf, nm := rightCount(fast), rightCount(maxRes)
+	t.Logf("p=0.5 q=0.8 (simulated): fast %d/%d, max %d/%d, margin %+d questions (%+.1f points)",
+		nf, len(fast), nm, len(maxRes), nm-nf, 100*float64(nm-nf)/float64(len(fast)))
+	if nm <= nf {
+		t.Errorf("max %d right, fast %d: max should beat fast when generators are right half the time and the selector 80%%", nm, nf)
+	}
+}
+
+func head(t *compare.Table) string { return t.String() }
