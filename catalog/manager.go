@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,17 @@ type Manager struct {
 	DescOptions       descindex.Options
 	Glossary          []descindex.Doc
 	BuildTimeout      time.Duration // per check/build (default 10 minutes)
+	// Store, when set, shares snapshots with other replicas: a database's
+	// schema is checked by one replica at a time (Store.LockRefresh), the
+	// others load what it saved. DataDir is then not used.
+	Store Store
+	// StorePoll is how often a replica looks for a newer snapshot in Store
+	// (default 10s); DDL seen by another replica reaches this one so.
+	StorePoll time.Duration
+	// OnCheck, when set, is called after each check of a database's schema
+	// with its result (unchanged, rebuilt, functions or error) and the
+	// snapshot current afterwards (nil if none): metrics.
+	OnCheck func(database, result string, snap *Snapshot)
 
 	mu      sync.Mutex
 	dbs     map[string]*dbState
@@ -55,6 +68,61 @@ type dbState struct {
 	mu      sync.Mutex
 	lastErr error         // result of the latest attempt while no snapshot exists
 	attempt chan struct{} // closed when the current attempt ends
+	checked time.Time     // end of the latest attempt
+}
+
+// Store keeps snapshots where several proxy replicas share them (package
+// catalog/store implements it on Postgres).
+type Store interface {
+	// LoadSnapshot returns database's latest snapshot; an error wrapping
+	// fs.ErrNotExist when there is none.
+	LoadSnapshot(ctx context.Context, database string, descOpts descindex.Options) (*Snapshot, error)
+	// SaveSnapshot stores snap as database's latest.
+	SaveSnapshot(ctx context.Context, snap *Snapshot) error
+	// SnapshotVersion is the latest snapshot's version and fingerprint
+	// (ok false when there is none): a cheap test for news.
+	SnapshotVersion(ctx context.Context, database string) (version int, fingerprint string, ok bool, err error)
+	// LockRefresh takes database's refresh lock without waiting; ok false
+	// means another replica holds it. release gives it back.
+	LockRefresh(ctx context.Context, database string) (release func(), ok bool, err error)
+}
+
+// Status is a database's catalog state (admin page).
+type Status struct {
+	Database    string
+	Loaded      bool // a snapshot is current
+	Version     int
+	Fingerprint string
+	Tables      int
+	BuiltAt     time.Time
+	Checked     time.Time // latest check of the live schema; zero before the first
+	Err         error     // the latest check's failure, if it failed
+}
+
+// Status describes every database the manager has been asked about.
+func (m *Manager) Status() []Status {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.dbs))
+	states := make([]*dbState, 0, len(m.dbs))
+	for name, st := range m.dbs {
+		names = append(names, name)
+		states = append(states, st)
+	}
+	m.mu.Unlock()
+	out := make([]Status, 0, len(names))
+	for i, st := range states {
+		s := Status{Database: names[i]}
+		if snap := st.snap.Load(); snap != nil {
+			s.Loaded, s.Version, s.BuiltAt = true, snap.Version, snap.BuiltAt
+			s.Fingerprint, s.Tables = snap.Schema.Fingerprint, len(snap.Schema.Tables)
+		}
+		st.mu.Lock()
+		s.Checked, s.Err = st.checked, st.lastErr
+		st.mu.Unlock()
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Database, b.Database) })
+	return out
 }
 
 func (m *Manager) logger() *zap.Logger {
@@ -167,7 +235,11 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		st.mu.Unlock()
 	}()
 	log := m.logger().With(zap.String("database", database))
-	if m.DataDir != "" {
+	if m.Store != nil {
+		if err := m.syncFromStore(ctx, database, st, log); err != nil {
+			log.Warn("catalog store unusable, introspecting", zap.Error(err))
+		}
+	} else if m.DataDir != "" {
 		s, err := LoadSnapshot(m.DataDir, database, m.DescOptions)
 		switch {
 		case err == nil:
@@ -178,21 +250,41 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 			log.Warn("catalog snapshot unusable, rebuilding", zap.Error(err))
 		}
 	}
-	var tick <-chan time.Time
+	var tick, poll <-chan time.Time
 	if m.RefreshInterval > 0 {
 		t := time.NewTicker(m.RefreshInterval)
 		defer t.Stop()
 		tick = t.C
 	}
+	if m.Store != nil {
+		every := m.StorePoll
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		poll = t.C
+	}
+	check := true
 	for {
-		err := m.check(ctx, database, st, log)
+		before := st.snap.Load()
+		var err error
+		if check {
+			err = m.check(ctx, database, st, log)
+		} else {
+			err = m.syncFromStore(ctx, database, st, log)
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			log.Warn("catalog refresh failed", zap.Error(err))
 		}
+		if m.OnCheck != nil {
+			m.OnCheck(database, checkResult(before, st.snap.Load(), err), st.snap.Load())
+		}
 		st.mu.Lock()
+		st.checked = time.Now()
 		st.lastErr = err
 		close(st.attempt)
 		st.attempt = make(chan struct{})
@@ -201,9 +293,49 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		case <-ctx.Done():
 			return
 		case <-st.kick:
+			check = true
 		case <-tick:
+			check = true
+		case <-poll:
+			check = false
 		}
 	}
+}
+
+// syncFromStore makes the store's snapshot current when it is newer than
+// this replica's.
+func (m *Manager) syncFromStore(ctx context.Context, database string, st *dbState, log *zap.Logger) error {
+	version, fp, ok, err := m.Store.SnapshotVersion(ctx, database)
+	if err != nil || !ok {
+		return err
+	}
+	cur := st.snap.Load()
+	if cur != nil && cur.Version >= version && cur.Schema.Fingerprint == fp {
+		return nil
+	}
+	if cur != nil && cur.Version > version {
+		return nil // ours is newer; its save will follow or failed (logged)
+	}
+	snap, err := m.Store.LoadSnapshot(ctx, database, m.DescOptions)
+	if err != nil {
+		return err
+	}
+	st.snap.Store(snap)
+	log.Info("catalog snapshot loaded from the store", zap.String("fingerprint", snap.Schema.Fingerprint), zap.Int("version", snap.Version))
+	return nil
+}
+
+// checkResult names what a check did, from the snapshots before and after.
+func checkResult(before, after *Snapshot, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case before == after:
+		return "unchanged"
+	case before != nil && before.Schema.Fingerprint == after.Schema.Fingerprint:
+		return "functions"
+	}
+	return "rebuilt"
 }
 
 // check introspects and rebuilds when the fingerprint differs from the
@@ -215,6 +347,22 @@ func (m *Manager) check(ctx context.Context, database string, st *dbState, log *
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if m.Store != nil {
+		release, ok, err := m.Store.LockRefresh(ctx, database)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Another replica is checking; its result arrives by the store.
+			return m.syncFromStore(ctx, database, st, log)
+		}
+		defer release()
+		// A replica that held the lock before may have saved a newer
+		// snapshot: start from it, so versions only grow.
+		if err := m.syncFromStore(ctx, database, st, log); err != nil {
+			return err
+		}
+	}
 	conn, err := m.connect(ctx, database)
 	if err != nil {
 		return err
@@ -260,7 +408,14 @@ func (m *Manager) check(ctx context.Context, database string, st *dbState, log *
 
 // publish saves snap (when a data directory is set) and makes it current.
 func (m *Manager) publish(st *dbState, snap *Snapshot, log *zap.Logger) {
-	if m.DataDir != "" {
+	if m.Store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := m.Store.SaveSnapshot(ctx, snap)
+		cancel()
+		if err != nil {
+			log.Error("catalog snapshot not saved to the store", zap.Error(err))
+		}
+	} else if m.DataDir != "" {
 		if err := SaveSnapshot(m.DataDir, snap); err != nil {
 			// Serve the fresh snapshot anyway; the next rebuild retries the save.
 			log.Error("catalog snapshot not saved", zap.Error(err))

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -39,11 +40,25 @@ func NormalizeQuestion(q string) string {
 	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
+// CacheBackend is a second cache level shared by proxy replicas (the
+// catalog store). Keys are opaque digests; failures only cost a miss.
+type CacheBackend interface {
+	GetTranslation(ctx context.Context, key string) (sql string, ok bool, err error)
+	PutTranslation(ctx context.Context, key, sql string, expires time.Time) error
+}
+
+// backendTimeout bounds one shared-cache round trip: a slow store must not
+// hold up an ask more than a model call would save.
+const backendTimeout = 2 * time.Second
+
 // Cache is a bounded LRU of translations with a TTL. Safe for concurrent use.
 type Cache struct {
 	ttl time.Duration
 	max int
 	now func() time.Time
+	// Backend, when set (before first use), is consulted on a local miss
+	// and written through on Put.
+	Backend CacheBackend
 
 	mu    sync.Mutex
 	order *list.List // front = most recent
@@ -68,6 +83,23 @@ func (c *Cache) Get(k CacheKey) (string, bool) {
 		return "", false
 	}
 	h := k.hash()
+	if sql, ok := c.getLocal(h); ok {
+		return sql, true
+	}
+	if c.Backend == nil {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+	defer cancel()
+	sql, ok, err := c.Backend.GetTranslation(ctx, h)
+	if err != nil || !ok {
+		return "", false
+	}
+	c.putLocal(h, sql)
+	return sql, true
+}
+
+func (c *Cache) getLocal(h string) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[h]
@@ -90,6 +122,18 @@ func (c *Cache) Put(k CacheKey, sql string) {
 		return
 	}
 	h := k.hash()
+	c.putLocal(h, sql)
+	if c.Backend != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
+		defer cancel()
+		_ = c.Backend.PutTranslation(ctx, h, sql, c.now().Add(c.ttl))
+	}
+}
+
+func (c *Cache) putLocal(h, sql string) {
+	if c.ttl <= 0 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[h]; ok {

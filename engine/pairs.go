@@ -50,7 +50,7 @@ type MemoryPairs struct {
 }
 
 // AddPair implements PairStore; a pair with the same normalized question
-// replaces the earlier one.
+// and role replaces the earlier one.
 func (s *MemoryPairs) AddPair(_ context.Context, database string, p Pair) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,7 +60,7 @@ func (s *MemoryPairs) AddPair(_ context.Context, database string, p Pair) error 
 	list := s.db[database]
 	nq := NormalizeQuestion(p.Question)
 	for i := range list {
-		if NormalizeQuestion(list[i].Question) == nq {
+		if NormalizeQuestion(list[i].Question) == nq && list[i].Role == p.Role {
 			if list[i].Source == PairOperator && p.Source != PairOperator {
 				return nil // an operator's pair is not overwritten by usage
 			}

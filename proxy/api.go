@@ -41,6 +41,9 @@ type Translation struct {
 	// Rows, when non-nil, is returned instead of running SQL (ask-sql): the
 	// proxy sends them as rows, never as SQL text.
 	Rows *StaticResult
+	// Report, when set, tells how the answer was reached (audit log,
+	// metrics, admin page); it never reaches the client.
+	Report *AskReport
 }
 
 // StaticResult is a small text-typed result the proxy returns as if a query

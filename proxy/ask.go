@@ -474,7 +474,11 @@ func (s *session) sendNotices(tr Translation) error {
 
 // ask translates a marker at a synced point of the stream, within the
 // proxy's limits on concurrent asks.
-func (s *session) ask(m Marker) (Translation, *PgError) {
+func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
+	if s.srv.OnAsk != nil {
+		start := time.Now()
+		defer func() { s.reportAsk(m, start, &tr, perr) }()
+	}
 	if s.srv.Translator == nil {
 		return Translation{}, noEngineError()
 	}

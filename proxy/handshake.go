@@ -112,7 +112,11 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 
 	// Client-facing errors name no host, address or role of the
 	// infrastructure; the log line has the detail.
+	dialStart := time.Now()
 	up, err := s.route.dial(ctx)
+	if err == nil {
+		s.srv.Metrics.UpstreamConnect(time.Since(dialStart))
+	}
 	if err != nil {
 		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
 		return s.fatal("08001", "nlproxy: cannot connect to the database server")

@@ -18,17 +18,21 @@ import (
 // caused it (see replies.go).
 func (s *session) serverLoop() {
 	locked := false
+	var msgs uint64 // relayed since the last flush (metrics)
 	defer func() {
 		if locked {
 			_ = s.cw.Flush()
 			s.cwMu.Unlock()
 		}
+		s.msgsOut.Add(msgs)
 	}()
 	for {
 		if locked && s.ur.Buffered() < 5 {
 			err := s.cw.Flush()
 			s.cwMu.Unlock()
 			locked = false
+			s.msgsOut.Add(msgs)
+			msgs = 0
 			if err != nil {
 				s.close()
 				return
@@ -49,6 +53,7 @@ func (s *session) serverLoop() {
 			s.upstreamLost(locked, fmt.Errorf("%w: invalid message length from upstream", ErrProtocol))
 			return
 		}
+		msgs++
 		if s.tracked.Load() {
 			stop, err := s.trackedReply(typ, n)
 			if err != nil {
@@ -62,7 +67,8 @@ func (s *session) serverLoop() {
 		}
 		// Fast path: pass every complete message in the read buffer that
 		// needs no inspection with a single write.
-		if span := s.plainSpan(); span > 0 {
+		if span, k := s.plainSpan(); span > 0 {
+			msgs += uint64(k) - 1 // the first was counted above
 			b, _ := s.ur.Peek(span)
 			if _, err := s.cw.Write(b); err != nil {
 				s.close()
@@ -128,8 +134,8 @@ func (s *session) serverLoop() {
 }
 
 // plainSpan returns the length of the run of complete, uninspected messages
-// at the start of the upstream read buffer.
-func (s *session) plainSpan() int {
+// at the start of the upstream read buffer, and how many messages it holds.
+func (s *session) plainSpan() (span, msgs int) {
 	buf, _ := s.ur.Peek(s.ur.Buffered())
 	ddl := s.srv.OnDDL != nil
 	off := 0
@@ -139,19 +145,20 @@ func (s *session) plainSpan() int {
 			// ReadyForQuery: transaction status; ErrorResponse: FATAL before
 			// upstream closes; ParameterStatus: client_encoding; Copy In /
 			// Copy Both: the server now waits for the client.
-			return off
+			return off, msgs
 		case 'C':
 			if ddl {
-				return off
+				return off, msgs
 			}
 		}
 		n := int(int32(binary.BigEndian.Uint32(buf[off+1:])))
 		if n < 4 || n > len(buf)-off-1 {
-			return off
+			return off, msgs
 		}
 		off += 1 + n
+		msgs++
 	}
-	return off
+	return off, msgs
 }
 
 // relayParameterStatus records a ParameterStatus the proxy needs to know
@@ -212,6 +219,9 @@ func (s *session) noteReady(status byte) bool {
 	s.copyIn = false
 	s.lastUnitFailed = s.errInUnit
 	s.errInUnit = false
+	if status == 'I' {
+		s.xacts++
+	}
 	if s.unitsDone < s.unitsSent {
 		s.unitsDone++
 	}
@@ -260,8 +270,12 @@ func fatalSeverity(body []byte) bool {
 }
 
 func (s *session) clientLoop() error {
+	var msgs uint64 // relayed since the last flush (metrics)
+	defer func() { s.msgsIn.Add(msgs) }()
 	for {
 		if s.cr.Buffered() == 0 {
+			s.msgsIn.Add(msgs)
+			msgs = 0
 			if err := s.uw.Flush(); err != nil {
 				return err
 			}
@@ -278,6 +292,7 @@ func (s *session) clientLoop() error {
 		if n < 0 || n > s.maxMsg {
 			return s.fatal("08P01", "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
+		msgs++
 		if s.tracked.Load() {
 			if err := s.trackedRequest(typ, n); err != nil {
 				return err

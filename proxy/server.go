@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/metrics"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -56,6 +58,13 @@ type Server struct {
 	OnDDL func(database string, commandTag string)
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
+	// Metrics, when set, counts connections and upstream connects; pass it
+	// the Server (WatchRelay) for the relay's totals. nil: no metrics.
+	Metrics *metrics.Metrics
+	// OnAsk, when set, is called once per natural-language statement when
+	// its answer (or error) is settled, on the asking session's goroutine:
+	// it must not block for long (audit log, metrics, admin page).
+	OnAsk func(*AskRecord)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -66,6 +75,7 @@ type Server struct {
 	asksBy    map[string]int      // … per client host (MaxAsksPerClient)
 	shutdown  bool
 	wg        sync.WaitGroup
+	ended     metrics.RelayTotals // totals of sessions that have ended
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
 }
@@ -155,11 +165,13 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns[sess] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.Metrics.ConnAccepted()
 		go func() {
 			defer s.wg.Done()
 			sess.run()
 			s.mu.Lock()
 			delete(s.conns, sess)
+			sess.addTotals(&s.ended)
 			s.mu.Unlock()
 		}()
 	}

@@ -89,6 +89,11 @@ type session struct {
 	closeOnce sync.Once
 
 	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
+
+	// Messages relayed, for metrics: each loop counts in a local and
+	// publishes once per flush. xacts (under mu) counts returns to idle.
+	msgsIn, msgsOut atomic.Uint64
+	xacts           uint64
 }
 
 func newSession(srv *Server, conn net.Conn) *session {

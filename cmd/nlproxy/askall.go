@@ -199,7 +199,7 @@ func authenticatorConnector(cfg Config) (multidb.Connector, error) {
 }
 
 // buildAskAll wires questions across databases to the engine's parts.
-func buildAskAll(cfg Config, eng *engine.Engine, client *llm.OllamaClient, mgr *catalog.Manager, logger *zap.Logger) (*multidb.Asker, error) {
+func buildAskAll(cfg Config, eng *engine.Engine, client *llm.Pool, mgr *catalog.Manager, logger *zap.Logger) (*multidb.Asker, error) {
 	ec := cfg.Engine
 	connect, err := authenticatorConnector(cfg)
 	if err != nil {
@@ -220,7 +220,7 @@ func buildAskAll(cfg Config, eng *engine.Engine, client *llm.OllamaClient, mgr *
 		NumCtx:     ec.NumCtx,
 	}
 	if ec.EmbedModel != "" {
-		a.Embedder = client.Embedder(ec.EmbedModel)
+		a.Embedder = llm.NewEmbedder(client, ec.EmbedModel)
 	}
 	return a, nil
 }

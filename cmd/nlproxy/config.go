@@ -41,6 +41,7 @@ type Config struct {
 	LogFormat string `yaml:"log_format"`
 
 	Engine EngineConfig `yaml:"engine"`
+	Ops    OpsConfig    `yaml:"ops"`
 }
 
 // EngineConfig configures natural-language questions.
@@ -128,6 +129,7 @@ func defaultConfig() Config {
 		ShutdownTimeout:  Duration(30 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "console",
+		Ops:              OpsConfig{CatalogStorePoll: Duration(10 * time.Second)},
 		Engine: EngineConfig{
 			Model:            "qwen2.5-coder:7b",
 			NumCtx:           8192,
@@ -251,7 +253,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
 	e := &cfg.Engine
 	fs.BoolVar(&e.Disabled, "no-engine", e.Disabled, "relay only: answer natural-language statements with an error (env NLPROXY_NO_ENGINE)")
-	fs.StringVar(&e.OllamaHost, "ollama-host", e.OllamaHost, "Ollama server (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
+	fs.Var(&hostList{dst: &e.OllamaHost}, "ollama-host", "Ollama server; several (repeat the flag, or comma-separate) share the model calls (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
 	fs.StringVar(&e.Model, "model", e.Model, "Ollama model that writes SQL (env NLPROXY_MODEL)")
 	fs.StringVar(&e.SmallModel, "small-model", e.SmallModel, "Ollama model for cheap steps such as keyword extraction; default: --model (env NLPROXY_SMALL_MODEL)")
 	fs.StringVar(&e.EmbedModel, "embed-model", e.EmbedModel, "optional Ollama embedding model for retrieval (env NLPROXY_EMBED_MODEL)")
@@ -282,6 +284,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&e.Examples, "examples", e.Examples, "YAML file of question→SQL examples per database, shown to the model (env NLPROXY_EXAMPLES)")
 	var flagAuth []UpstreamEntry
 	askAllFlags(fs, &e.AskAll, &flagAuth)
+	registerOpsFlags(fs, &cfg.Ops)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
 	}
@@ -422,6 +425,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	if err := askAllEnv(&e.AskAll, getenv); err != nil {
 		fail("ask-all", err)
 	}
+	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	return firstErr
 }
 
@@ -516,6 +522,9 @@ func (c Config) validate() error {
 		if err := c.Engine.AskAll.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.Ops.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

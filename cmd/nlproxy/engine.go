@@ -10,11 +10,13 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -24,9 +26,10 @@ type engineParts struct {
 	maxAsks    int
 	maxPer     int
 	catalogs   *catalog.Manager
-	llm        *llm.OllamaClient
+	llm        *llm.Pool
 	llmConfig  llm.Config
 	engine     *engine.Engine
+	store      *store.Store // shared catalog store, when configured
 	examples   []example
 }
 
@@ -34,7 +37,34 @@ func (p *engineParts) Close() error {
 	if p == nil || p.catalogs == nil {
 		return nil
 	}
-	return p.catalogs.Close()
+	err := p.catalogs.Close()
+	if p.store != nil {
+		p.store.Close()
+	}
+	return err
+}
+
+// useStore shares the catalog snapshots, the translation cache and the
+// remembered pairs with the other replicas through the store at dsn.
+func (p *engineParts) useStore(ctx context.Context, dsn string, poll time.Duration, embedModel string, logger *zap.Logger) error {
+	opts := store.Options{Logger: logger}
+	if embedModel != "" {
+		opts.Embedder = llm.NewEmbedder(p.llm, embedModel)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dsn, opts)
+	if err != nil {
+		return err
+	}
+	p.store = s
+	p.catalogs.Store, p.catalogs.StorePoll = s, poll
+	p.engine.Pairs = s
+	if p.engine.Cache != nil {
+		p.engine.Cache.Backend = s
+	}
+	logger.Info("catalog store in use", zap.Bool("pgvector", s.Vector()))
+	return nil
 }
 
 // buildEngine wires the Ollama client, the catalog manager and the engine.
@@ -46,16 +76,17 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		small = ec.Model
 	}
 	lcfg := llm.Config{
-		Host:        ec.OllamaHost,
 		Models:      map[llm.Role]string{llm.RoleGenerator: ec.Model, llm.RoleSmall: small, llm.RoleEmbedding: ec.EmbedModel},
 		NumCtx:      ec.NumCtx,
 		CallTimeout: time.Duration(ec.CallTimeout),
 		Logger:      logger.Named("llm"),
 	}
-	client, err := llm.New(lcfg)
+	// Several servers (comma-separated): the pool spreads the calls.
+	client, err := llm.NewPool(lcfg, splitList(ec.OllamaHost), nil)
 	if err != nil {
 		return nil, fmt.Errorf("ollama client: %w", err)
 	}
+	lcfg = client.Config()
 	connect, err := catalogConnector(cfg)
 	if err != nil {
 		return nil, err
@@ -68,7 +99,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	}
 	mgr.IntrospectOptions.Schemas = ec.Schemas // empty: every schema the catalog role may use
 	if ec.EmbedModel != "" {
-		emb := client.Embedder(ec.EmbedModel)
+		emb := llm.NewEmbedder(client, ec.EmbedModel)
 		mgr.DescOptions = descindex.Options{Embedder: emb}
 	}
 	if ec.Glossary != "" {
@@ -127,15 +158,40 @@ func (p *engineParts) attach(srv *proxy.Server) {
 func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := llm.CheckModels(ctx, p.llm, p.llmConfig); err != nil {
-		var le *llm.Error
-		hint := ""
-		if errors.As(err, &le) {
-			hint = le.Hint
+	// Each server of a pool is checked: one without the model would fail
+	// the calls sent to it (the pool then skips it for a while).
+	for _, c := range p.llm.Members() {
+		if err := llm.CheckModels(ctx, c, p.llmConfig); err != nil {
+			var le *llm.Error
+			hint := ""
+			if errors.As(err, &le) {
+				hint = le.Hint
+			}
+			logger.Warn("natural-language questions will fail until the model server is ready",
+				zap.String("ollama", c.BaseURL()), zap.Error(err), zap.String("hint", hint))
+			continue
 		}
-		logger.Warn("natural-language questions will fail until the model server is ready",
-			zap.String("ollama", p.llm.BaseURL()), zap.Error(err), zap.String("hint", hint))
+		logger.Info("ollama ready", zap.String("ollama", c.BaseURL()))
+	}
+}
+
+// observe reports catalog checks and model calls to m (nil: metrics off).
+func (p *engineParts) observe(m *metrics.Metrics) {
+	if m == nil {
 		return
 	}
-	logger.Info("ollama ready", zap.String("ollama", p.llm.BaseURL()))
+	p.llm.Observe(m)
+	p.catalogs.OnCheck = func(database, result string, snap *catalog.Snapshot) {
+		tables, version := -1, 0
+		if snap != nil {
+			tables, version = len(snap.Schema.Tables), snap.Version
+		}
+		m.CatalogRefresh(database, result, tables, version, time.Now())
+	}
+}
+
+// ollamaCheck is the readiness check of the model servers: at least one
+// answers (the others are skipped until they do).
+func (p *engineParts) ollamaCheck(ctx context.Context) error {
+	return p.llm.Check(ctx)
 }

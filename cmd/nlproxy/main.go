@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCatalog(ctx, args, stdout, stderr)
 	case "eval":
 		return runEval(ctx, args, stdout, stderr)
+	case "healthcheck":
+		return runHealthcheck(ctx, args, os.Getenv, stdout, stderr)
 	case "version", "-version", "--version":
 		if len(args) > 0 && !helpRequested(args) {
 			return usageErrorf("version takes no arguments, got %q", args[0])
@@ -64,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		switch args[0] {
-		case "serve", "demo":
+		case "serve", "demo", "healthcheck":
 			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
 		case "catalog":
 			sub := []string{"--help"}
@@ -114,13 +116,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	token := ""
+	if cfg.Ops.AdminTokenFile != "" {
+		if token, err = readToken(cfg.Ops.AdminTokenFile); err != nil {
+			return err
+		}
+	}
+	op, err := setupOps(cfg, srv, stdout, stderr, logger)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	var parts *engineParts
 	if !cfg.Engine.Disabled {
-		parts, err := buildEngine(cfg, logger)
+		parts, err = buildEngine(cfg, logger)
 		if err != nil {
 			return err
 		}
 		defer parts.Close()
+		if cfg.Ops.CatalogStore != "" {
+			if err := parts.useStore(ctx, cfg.Ops.CatalogStore, time.Duration(cfg.Ops.CatalogStorePoll), cfg.Engine.EmbedModel, logger.Named("store")); err != nil {
+				return err
+			}
+		}
 		parts.attach(srv)
+		parts.observe(op.metrics)
 		// In the background, once: whether Ollama has the models and, per
 		// upstream, whether the catalog role can connect and read the
 		// schema. Problems are logged with the fix; plain SQL works anyway.
@@ -146,6 +166,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		extra = append(extra, uln)
 		logger.Info("nlproxy listening on a unix socket", zap.String("path", uln.Addr().String()))
 	}
+	op.start(cfg, srv, parts, token, logger)
 	ver, rev := versionInfo()
 	logger.Info("nlproxy listening", zap.String("addr", ln.Addr().String()),
 		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", ver), zap.String("commit", rev))

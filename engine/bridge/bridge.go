@@ -80,13 +80,32 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		if res.Confidence >= 0 {
 			row[7] = str(engine.FormatConfidence(res.Confidence))
 		}
-		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}}, nil
+		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
 	}
 	timeout := t.StatementTimeout
 	if timeout <= 0 {
 		timeout = DefaultStatementTimeout
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown)}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown), Report: report(res)}, nil
+}
+
+// report is the engine's account of an answered ask for the proxy's audit
+// log, metrics and admin page.
+func report(res *engine.Result) *proxy.AskReport {
+	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
+	for i, c := range res.Candidates {
+		r.Candidates = append(r.Candidates, proxy.AskCandidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
+			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == res.Chosen})
+	}
+	if res.Trace == nil {
+		return r
+	}
+	r.LLMCalls, r.PromptTokens, r.CompletionTokens = res.Trace.LLMCalls()
+	for _, st := range res.Trace.Snapshot() {
+		r.Stages = append(r.Stages, proxy.AskStage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
+			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
+	}
+	return r
 }
 
 func str(s string) *string { return &s }

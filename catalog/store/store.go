@@ -1,0 +1,416 @@
+// Package store is the shared catalog store: one Postgres database that
+// every nlproxy replica reads, holding each database's catalog snapshot,
+// the translation cache and remembered question→SQL pairs. One replica at a
+// time refreshes a database's snapshot, under a session advisory lock.
+//
+// Pair embeddings use pgvector's vector type when the extension can be
+// created in the store database, and a plain real[] column otherwise (the
+// similarity search then runs in the proxy).
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/engine"
+)
+
+// Embedder turns pair questions into vectors (descindex.Embedder).
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Options configure Open.
+type Options struct {
+	// Schema holds the store's tables (default "nlproxy"); created if missing.
+	Schema string
+	// Embedder, when set, embeds each pair's question for SimilarPairs.
+	Embedder Embedder
+	// NoVector keeps embeddings in a plain column even where pgvector exists.
+	NoVector bool
+	Logger   *zap.Logger
+}
+
+// Store is a catalog store in Postgres. Safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	schema string // quoted
+	vector bool
+	emb    Embedder
+	log    *zap.Logger
+}
+
+var (
+	_ catalog.Store       = (*Store)(nil)
+	_ engine.PairStore    = (*Store)(nil)
+	_ engine.CacheBackend = (*Store)(nil)
+)
+
+// Open connects to the store database (a libpq URL or DSN) and creates the
+// schema and tables that are missing.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	if cfg.MaxConns < 4 {
+		cfg.MaxConns = 4 // refresh locks hold a connection each
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	name := opts.Schema
+	if name == "" {
+		name = "nlproxy"
+	}
+	s := &Store{pool: pool, schema: pgx.Identifier{name}.Sanitize(), emb: opts.Embedder, log: opts.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if err := s.migrate(ctx, !opts.NoVector); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the connections (and so releases any refresh lock).
+func (s *Store) Close() { s.pool.Close() }
+
+// Vector reports whether embeddings are stored with pgvector.
+func (s *Store) Vector() bool { return s.vector }
+
+func (s *Store) t(name string) string { return s.schema + "." + name }
+
+// migrate creates what is missing. Two replicas starting at once race on
+// CREATE … IF NOT EXISTS, so it runs under a transaction-level advisory lock.
+func (s *Store) migrate(ctx context.Context, wantVector bool) error {
+	if wantVector {
+		// Where the extension is installed on the server and we may create
+		// it; anywhere else the plain column serves.
+		var available bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&available); err != nil {
+			return fmt.Errorf("catalog store: %w", err)
+		}
+		if available {
+			if _, err := s.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS vector`); err != nil {
+				s.log.Info("pgvector present but not creatable; embeddings in a plain column", zap.Error(err))
+			}
+		}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey("migrate", "")); err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	var hasVector bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')`).Scan(&hasVector); err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	embType := "real[]"
+	if hasVector && wantVector {
+		embType = "vector"
+	}
+	ddl := []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + s.schema,
+		`CREATE TABLE IF NOT EXISTS ` + s.t("snapshots") + ` (
+			database    text PRIMARY KEY,
+			version     int NOT NULL,
+			fingerprint text NOT NULL,
+			built_at    timestamptz NOT NULL,
+			saved_at    timestamptz NOT NULL DEFAULT now(),
+			data        bytea NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS ` + s.t("translations") + ` (
+			key     text PRIMARY KEY,
+			sql     text NOT NULL,
+			expires timestamptz NOT NULL)`,
+		`CREATE INDEX IF NOT EXISTS translations_expires ON ` + s.t("translations") + ` (expires)`,
+		`CREATE TABLE IF NOT EXISTS ` + s.t("pairs") + ` (
+			database  text NOT NULL,
+			qkey      text NOT NULL,
+			question  text NOT NULL,
+			sql       text NOT NULL,
+			source    text NOT NULL,
+			role      text NOT NULL DEFAULT '',
+			at        timestamptz NOT NULL,
+			embedding ` + embType + `,
+			PRIMARY KEY (database, role, qkey))`,
+	}
+	for _, q := range ddl {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("catalog store: create tables: %w", err)
+		}
+	}
+	// The column's type decides, whatever this replica wanted: a store
+	// created with pgvector stays so.
+	var colType string
+	if err := tx.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attname = 'embedding'`, s.t("pairs")).Scan(&colType); err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	s.vector = strings.HasPrefix(colType, "vector")
+	return tx.Commit(ctx)
+}
+
+// lockKey is the advisory lock key for a purpose and database.
+func lockKey(purpose, database string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("nlproxy\x00" + purpose + "\x00" + database))
+	return int64(h.Sum64())
+}
+
+// ---- catalog.Store ----
+
+// LoadSnapshot implements catalog.Store.
+func (s *Store) LoadSnapshot(ctx context.Context, database string, descOpts descindex.Options) (*catalog.Snapshot, error) {
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT data FROM `+s.t("snapshots")+` WHERE database = $1`, database).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("catalog store: no snapshot of %s: %w", database, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	return catalog.ReadSnapshot(bytes.NewReader(data), descOpts)
+}
+
+// SaveSnapshot implements catalog.Store. An older version never replaces
+// a newer one.
+func (s *Store) SaveSnapshot(ctx context.Context, snap *catalog.Snapshot) error {
+	var buf bytes.Buffer
+	if err := catalog.WriteSnapshot(&buf, snap); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("snapshots")+` (database, version, fingerprint, built_at, data)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (database) DO UPDATE SET version = EXCLUDED.version, fingerprint = EXCLUDED.fingerprint,
+			built_at = EXCLUDED.built_at, data = EXCLUDED.data, saved_at = now()
+		WHERE `+s.t("snapshots")+`.version <= EXCLUDED.version`,
+		snap.Database, snap.Version, snap.Schema.Fingerprint, snap.BuiltAt, buf.Bytes())
+	if err != nil {
+		return fmt.Errorf("catalog store: save snapshot: %w", err)
+	}
+	return nil
+}
+
+// SnapshotVersion implements catalog.Store.
+func (s *Store) SnapshotVersion(ctx context.Context, database string) (int, string, bool, error) {
+	var v int
+	var fp string
+	err := s.pool.QueryRow(ctx, `SELECT version, fingerprint FROM `+s.t("snapshots")+` WHERE database = $1`, database).Scan(&v, &fp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", false, nil
+	}
+	if err != nil {
+		return 0, "", false, fmt.Errorf("catalog store: %w", err)
+	}
+	return v, fp, true, nil
+}
+
+// LockRefresh implements catalog.Store with a session advisory lock on a
+// connection kept until release; if this process dies, Postgres ends the
+// session and frees the lock.
+func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("catalog store: %w", err)
+	}
+	key := lockKey("refresh", database)
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, fmt.Errorf("catalog store: %w", err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+			// The lock may still be held: do not hand this session back.
+			_ = conn.Conn().Close(ctx)
+		}
+		conn.Release()
+	}, true, nil
+}
+
+// ---- engine.CacheBackend ----
+
+// GetTranslation implements engine.CacheBackend.
+func (s *Store) GetTranslation(ctx context.Context, key string) (string, bool, error) {
+	var sql string
+	err := s.pool.QueryRow(ctx, `SELECT sql FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&sql)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("catalog store: %w", err)
+	}
+	return sql, true, nil
+}
+
+// PutTranslation implements engine.CacheBackend; expired rows are pruned
+// now and then by the writes themselves.
+func (s *Store) PutTranslation(ctx context.Context, key, sql string, expires time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("translations")+` (key, sql, expires) VALUES ($1, $2, $3)
+		ON CONFLICT (key) DO UPDATE SET sql = EXCLUDED.sql, expires = EXCLUDED.expires`, key, sql, expires)
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	if key[0]%16 == 0 { // about one write in 16
+		_, _ = s.pool.Exec(ctx, `DELETE FROM `+s.t("translations")+` WHERE expires < now()`)
+	}
+	return nil
+}
+
+// ---- engine.PairStore ----
+
+// AddPair implements engine.PairStore: a pair with the same normalized
+// question replaces the earlier one, except that an accepted pair never
+// replaces an operator's.
+func (s *Store) AddPair(ctx context.Context, database string, p engine.Pair) error {
+	var emb any
+	if s.emb != nil {
+		vs, err := s.emb.Embed(ctx, []string{p.Question})
+		if err != nil {
+			s.log.Warn("pair stored without an embedding", zap.Error(err))
+		} else if len(vs) == 1 {
+			if s.vector {
+				emb = pgvector.NewVector(vs[0])
+			} else {
+				emb = vs[0]
+			}
+		}
+	}
+	cast := ""
+	if s.vector {
+		cast = "::vector"
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("pairs")+` (database, qkey, question, sql, source, at, embedding, role)
+		VALUES ($1, $2, $3, $4, $5, $6, $7`+cast+`, $9)
+		ON CONFLICT (database, role, qkey) DO UPDATE SET question = EXCLUDED.question, sql = EXCLUDED.sql,
+			source = EXCLUDED.source, at = EXCLUDED.at, embedding = EXCLUDED.embedding
+		WHERE `+s.t("pairs")+`.source <> $8 OR EXCLUDED.source = $8`,
+		database, engine.NormalizeQuestion(p.Question), p.Question, p.SQL, p.Source, p.At, emb, engine.PairOperator, p.Role)
+	if err != nil {
+		return fmt.Errorf("catalog store: add pair: %w", err)
+	}
+	return nil
+}
+
+// maxPairs bounds what Pairs returns per database (newest first).
+const maxPairs = 1000
+
+// Pairs implements engine.PairStore: operator pairs first, then the newest.
+func (s *Store) Pairs(ctx context.Context, database string) ([]engine.Pair, error) {
+	rows, err := s.pool.Query(ctx, `SELECT question, sql, source, at, role FROM `+s.t("pairs")+`
+		WHERE database = $1 ORDER BY source = $2 DESC, at DESC LIMIT $3`, database, engine.PairOperator, maxPairs)
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Pair, error) {
+		var p engine.Pair
+		err := r.Scan(&p.Question, &p.SQL, &p.Source, &p.At, &p.Role)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	return out, nil
+}
+
+// SimilarPairs returns up to k pairs whose question embeddings are nearest
+// (cosine) to question's: in Postgres with pgvector, else here.
+func (s *Store) SimilarPairs(ctx context.Context, database, question string, k int) ([]engine.Pair, error) {
+	if s.emb == nil {
+		return nil, errors.New("catalog store: no embedder configured")
+	}
+	vs, err := s.emb.Embed(ctx, []string{question})
+	if err != nil || len(vs) != 1 {
+		return nil, fmt.Errorf("catalog store: embed question: %w", err)
+	}
+	q := vs[0]
+	if s.vector {
+		rows, err := s.pool.Query(ctx, `SELECT question, sql, source, at, role FROM `+s.t("pairs")+`
+			WHERE database = $1 AND embedding IS NOT NULL ORDER BY embedding <=> $2::vector LIMIT $3`,
+			database, pgvector.NewVector(q), k)
+		if err != nil {
+			return nil, fmt.Errorf("catalog store: %w", err)
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Pair, error) {
+			var p engine.Pair
+			err := r.Scan(&p.Question, &p.SQL, &p.Source, &p.At, &p.Role)
+			return p, err
+		})
+	}
+	rows, err := s.pool.Query(ctx, `SELECT question, sql, source, at, role, embedding FROM `+s.t("pairs")+`
+		WHERE database = $1 AND embedding IS NOT NULL`, database)
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	type scored struct {
+		p   engine.Pair
+		sim float64
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scored, error) {
+		var sc scored
+		var e []float32
+		err := r.Scan(&sc.p.Question, &sc.p.SQL, &sc.p.Source, &sc.p.At, &sc.p.Role, &e)
+		sc.sim = cosine(q, e)
+		return sc, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	slices.SortStableFunc(all, func(a, b scored) int {
+		switch {
+		case a.sim > b.sim:
+			return -1
+		case a.sim < b.sim:
+			return 1
+		}
+		return 0
+	})
+	out := make([]engine.Pair, 0, k)
+	for i := 0; i < len(all) && i < k; i++ {
+		out = append(out, all[i].p)
+	}
+	return out, nil
+}
+
+func cosine(a, b []float32) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return math.Inf(-1)
+	}
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return math.Inf(-1)
+	}
+	return dot / math.Sqrt(na*nb)
+}

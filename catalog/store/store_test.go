@@ -1,0 +1,272 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/store"
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+// env is one cluster with a data database and a store database.
+type env struct {
+	c             *pgtest.Cluster
+	data, storeDB string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgtest.New(t, pgtest.Options{})
+	e := &env{c: c, data: pgtest.UniqueName(t, "data"), storeDB: pgtest.UniqueName(t, "store")}
+	for _, db := range []string{e.data, e.storeDB} {
+		if err := c.CreateDatabase(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Exec(ctx, e.data, `CREATE TABLE orders (id int PRIMARY KEY, amount numeric)`); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) open(t *testing.T, opts store.Options) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := store.Open(ctx, e.c.DSN(e.storeDB), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// replica is a catalog manager as one proxy replica runs it.
+func (e *env) replica(t *testing.T, s *store.Store) *catalog.Manager {
+	t.Helper()
+	m := &catalog.Manager{Store: s, StorePoll: 20 * time.Millisecond, SkipValues: true,
+		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) { return e.c.Connect(ctx, database) }}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// waitFor polls cond; the bound is a hang guard, not a speed requirement.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicasShareCatalog: what one replica builds the other loads, and
+// a DDL refreshed by one reaches the other through the store.
+func TestReplicasShareCatalog(t *testing.T) {
+	e := newEnv(t)
+	sa, sb := e.open(t, store.Options{}), e.open(t, store.Options{})
+	if sa.Vector() {
+		t.Log("pgvector present: embeddings in a vector column")
+	} else {
+		t.Log("pgvector absent: embeddings in a plain real[] column (the path CI tests)")
+	}
+	a, b := e.replica(t, sa), e.replica(t, sb)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	snapA, err := a.Get(ctx, e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapB, err := b.Get(ctx, e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snapB.Version != snapA.Version || !snapB.BuiltAt.Equal(snapA.BuiltAt) || snapB.Schema.Fingerprint != snapA.Schema.Fingerprint {
+		t.Errorf("replica B built its own snapshot (v%d %s) instead of loading A's (v%d %s)",
+			snapB.Version, snapB.BuiltAt, snapA.Version, snapA.BuiltAt)
+	}
+
+	if err := e.c.Exec(ctx, e.data, `CREATE TABLE customers (id int PRIMARY KEY, name text)`); err != nil {
+		t.Fatal(err)
+	}
+	a.Refresh(e.data) // A saw the DDL pass through it
+	waitFor(t, "replica A's rebuild", func() bool { s := a.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
+	waitFor(t, "replica B to converge", func() bool { s := b.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
+	if va, vb := a.Current(e.data).Version, b.Current(e.data).Version; va != vb || va <= snapA.Version {
+		t.Errorf("versions after the DDL: A %d, B %d (before %d)", va, vb, snapA.Version)
+	}
+}
+
+func TestSnapshotVersionsOnlyGrow(t *testing.T) {
+	e := newEnv(t)
+	s := e.open(t, store.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, ok, err := s.SnapshotVersion(ctx, e.data); ok || err != nil {
+		t.Fatalf("empty store: ok %v, err %v", ok, err)
+	}
+	if _, err := s.LoadSnapshot(ctx, e.data, descOpts()); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("load from an empty store: %v", err)
+	}
+	m := e.replica(t, s)
+	snap, err := m.Get(ctx, e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := *snap
+	newer.Version = snap.Version + 5
+	if err := s.SaveSnapshot(ctx, &newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveSnapshot(ctx, snap); err != nil { // older: ignored
+		t.Fatal(err)
+	}
+	v, fp, ok, err := s.SnapshotVersion(ctx, e.data)
+	if err != nil || !ok || v != newer.Version || fp != snap.Schema.Fingerprint {
+		t.Errorf("version %d %q %v %v, want %d", v, fp, ok, err, newer.Version)
+	}
+	got, err := s.LoadSnapshot(ctx, e.data, descOpts())
+	if err != nil || got.Version != newer.Version || len(got.Schema.Tables) != 1 {
+		t.Errorf("loaded %+v, %v", got, err)
+	}
+}
+
+func TestRefreshLock(t *testing.T) {
+	e := newEnv(t)
+	s1, s2 := e.open(t, store.Options{}), e.open(t, store.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	release, ok, err := s1.LockRefresh(ctx, "db1")
+	if err != nil || !ok {
+		t.Fatalf("first lock: %v %v", ok, err)
+	}
+	if _, ok, err := s2.LockRefresh(ctx, "db1"); err != nil || ok {
+		t.Fatalf("second replica got the held lock: %v %v", ok, err)
+	}
+	if r, ok, err := s2.LockRefresh(ctx, "db2"); err != nil || !ok {
+		t.Fatalf("another database's lock: %v %v", ok, err)
+	} else {
+		r()
+	}
+	release()
+	r2, ok, err := s2.LockRefresh(ctx, "db1")
+	if err != nil || !ok {
+		t.Fatalf("lock after release: %v %v", ok, err)
+	}
+	r2()
+}
+
+func TestTranslations(t *testing.T) {
+	e := newEnv(t)
+	s := e.open(t, store.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.PutTranslation(ctx, "k1", "SELECT 1", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTranslation(ctx, "k2", "SELECT 2", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if sql, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || sql != "SELECT 1" {
+		t.Errorf("k1: %q %v %v", sql, ok, err)
+	}
+	if _, ok, err := s.GetTranslation(ctx, "k2"); err != nil || ok {
+		t.Errorf("expired k2: %v %v", ok, err)
+	}
+	// Through engine.Cache: two replicas' caches share the store.
+	c1, c2 := engine.NewCache(10, time.Hour), engine.NewCache(10, time.Hour)
+	c1.Backend, c2.Backend = s, s
+	key := engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "fp", Role: "r"}
+	c1.Put(key, "SELECT count(*) FROM orders")
+	if sql, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || sql != "SELECT count(*) FROM orders" {
+		t.Errorf("replica 2's cache: %q %v", sql, ok)
+	}
+	if _, ok := c2.Get(engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "other", Role: "r"}); ok {
+		t.Error("hit for another schema fingerprint")
+	}
+}
+
+func TestPairs(t *testing.T) {
+	e := newEnv(t)
+	fake := fakeollama.New(t, fakeollama.Options{Models: []string{"nomic-embed-text"}})
+	client, err := llm.New(llm.Config{Host: fake.URL(), Models: map[llm.Role]string{llm.RoleEmbedding: "nomic-embed-text"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noVector := range []bool{false, true} {
+		name := "default"
+		if noVector {
+			name = "plain column"
+		}
+		t.Run(name, func(t *testing.T) {
+			e.storeDB = pgtest.UniqueName(t, "store")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := e.c.CreateDatabase(ctx, e.storeDB); err != nil {
+				t.Fatal(err)
+			}
+			s := e.open(t, store.Options{Embedder: llm.NewEmbedder(client, "nomic-embed-text"), NoVector: noVector})
+			if noVector && s.Vector() {
+				t.Fatal("NoVector store uses pgvector")
+			}
+			at := time.Now().Truncate(time.Millisecond)
+			add := func(q, sql, source string) {
+				t.Helper()
+				if err := s.AddPair(ctx, e.data, engine.Pair{Question: q, SQL: sql, Source: source, At: at}); err != nil {
+					t.Fatal(err)
+				}
+				at = at.Add(time.Second)
+			}
+			add("How many orders are there?", "SELECT count(*) FROM orders", engine.PairOperator)
+			add("how many orders are there", "SELECT 0", engine.PairAccepted) // does not replace the operator's
+			add("total amount of orders", "SELECT sum(amount) FROM orders", engine.PairAccepted)
+			add("total amount of orders!", "SELECT sum(amount)::int FROM orders", engine.PairAccepted) // replaces
+			add("names of customers", "SELECT name FROM customers", engine.PairAccepted)
+			ps, err := s.Pairs(ctx, e.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ps) != 3 || ps[0].SQL != "SELECT count(*) FROM orders" || ps[0].Source != engine.PairOperator {
+				t.Fatalf("pairs: %+v", ps)
+			}
+			if ps[1].Question != "names of customers" || ps[2].SQL != "SELECT sum(amount)::int FROM orders" {
+				t.Errorf("newest first after the operator's: %+v", ps[1:])
+			}
+			// An accepted pair is kept per role: alice's does not replace
+			// the same question asked by another role.
+			if err := s.AddPair(ctx, e.data, engine.Pair{Question: "names of customers", SQL: "SELECT name FROM customers WHERE vip", Source: engine.PairAccepted, Role: "alice", At: at}); err != nil {
+				t.Fatal(err)
+			}
+			ps, err = s.Pairs(ctx, e.data)
+			if err != nil || len(ps) != 4 || ps[0].Source != engine.PairOperator || ps[1].Role != "alice" || ps[2].Role != "" || ps[2].Question != "names of customers" {
+				t.Fatalf("pairs with roles: %+v, %v", ps, err)
+			}
+			if other, err := s.Pairs(ctx, "elsewhere"); err != nil || len(other) != 0 {
+				t.Errorf("another database: %v %v", other, err)
+			}
+			sim, err := s.SimilarPairs(ctx, e.data, "what is the total amount of all orders", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sim) != 2 || sim[0].Question != "total amount of orders!" {
+				t.Errorf("nearest pairs: %+v", sim)
+			}
+		})
+	}
+}
+
+func descOpts() descindex.Options { return descindex.Options{} }

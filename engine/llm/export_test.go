@@ -1,0 +1,10 @@
+package llm
+
+import "time"
+
+// SetPoolClock replaces the pool's clock (health backoff) in tests.
+func SetPoolClock(p *Pool, now func() time.Time) {
+	p.mu.Lock()
+	p.now = now
+	p.mu.Unlock()
+}
