@@ -10,10 +10,6 @@ import (
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
-// maxSelectedTables bounds a selected sub-schema; CHESS finds the answer's
-// tables among the top few, and more only crowd a small model's context.
-const maxSelectedTables = 8
-
 // selectSchema decides what the model sees: the full schema when it fits the
 // budget, else the soft schema — the tables the question points at in
 // detail (with the tables that join them, PK/FK and join columns always

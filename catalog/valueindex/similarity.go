@@ -197,8 +197,10 @@ func abs(x int) int {
 	return x
 }
 
-// tokenSimAbove is tokenSim when that exceeds floor; otherwise it may
-// return any value <= floor (it stops the distance computation early).
+// tokenSimAbove is the similarity of two tokens (1 for equal, edit
+// similarity, at least 0.9 when vt extends a 3+ byte kt) when that exceeds
+// floor; otherwise it may return any value <= floor (it stops the distance
+// computation early).
 func (s *editScratch) tokenSimAbove(kt, vt string, floor float64) float64 {
 	if kt == vt {
 		return 1
@@ -214,15 +216,4 @@ func (s *editScratch) tokenSimAbove(kt, vt string, floor float64) float64 {
 	}
 	d := s.osaMax(kt, vt, limit)
 	return 1 - float64(d)/float64(m)
-}
-
-func (s *editScratch) tokenSim(kt, vt string) float64 {
-	if kt == vt {
-		return 1
-	}
-	sc := s.sim(kt, vt)
-	if len(kt) >= 3 && strings.HasPrefix(vt, kt) && sc < 0.9 {
-		sc = 0.9
-	}
-	return sc
 }

@@ -4,12 +4,15 @@ package clienttest
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nlproxy/nlproxy/proxy"
 )
 
 // RequireBinary returns the path of name, or skips the test when it is not installed.
@@ -61,4 +64,25 @@ func NodeModules(ctx context.Context, t testing.TB) string {
 		t.Fatalf("npm install pg: %v\n%s", err, out)
 	}
 	return modules
+}
+
+// ServeProxy serves srv on a fresh loopback port until the test ends (a
+// graceful shutdown, then a hard close) and returns its address.
+func ServeProxy(t testing.TB, srv *proxy.Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+	})
+	return ln.Addr().String()
 }

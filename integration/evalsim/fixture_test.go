@@ -3,7 +3,6 @@ package evalsim_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/evalsim"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -90,21 +90,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Cont
 		Translator: bridge.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
 		Logger:     zap.NewNop(),
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
-	})
-	addr := ln.Addr().String()
+	addr := clienttest.ServeProxy(t, srv)
 	return func(ctx context.Context, db string) (*pgx.Conn, error) {
 		url := fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", pgtest.Superuser, pgtest.SuperuserPassword, addr, f.prefix+db)
 		return pgx.Connect(ctx, url)
