@@ -533,7 +533,7 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 	}
 	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
 		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
-		return stmt, rows, &Problem{NullColumns: nulls, Sample: sampleOf(rows, 5)}, nil
+		return stmt, rows, &Problem{NullColumns: nulls, Sample: SampleOf(rows, 5)}, nil
 	}
 	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
 	return stmt, rows, nil, nil
@@ -572,7 +572,9 @@ func nullHeavyColumns(rows *Rows) []string {
 	return out
 }
 
-func sampleOf(rows *Rows, n int) *prompts.Sample {
+// SampleOf is the first n rows of a result as prompts show them (NULL as
+// "NULL").
+func SampleOf(rows *Rows, n int) *prompts.Sample {
 	if rows == nil {
 		return nil
 	}

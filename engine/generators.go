@@ -182,7 +182,7 @@ func (g decomposeGenerator) Generate(ctx context.Context, in *GenInput, m Model,
 		sql = next
 		sample = nil
 		if rerr == nil && rows != nil {
-			sample = sampleOf(rows, 3)
+			sample = SampleOf(rows, 3)
 		}
 	}
 	return []string{sql}, nil

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/guard"
-	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -46,7 +45,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 				Message: "nlproxy: optimize: the query is refused: " + re.Reason,
 				Hint:    "optimize: takes one read-only SELECT (or WITH ... SELECT)."}
 		}
-		return proxy.Translation{}, optimizeError(err)
+		return proxy.Translation{}, t.optimizeError(ctx, err)
 	}
 	timeout := t.Engine.AskTimeout
 	if timeout <= 0 {
@@ -56,7 +55,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 	defer cancel()
 	out, err := t.Optimizer.Run(ctx, optimize.Request{Exec: req.Exec, Statement: stmt, Guard: opts})
 	if err != nil {
-		return proxy.Translation{}, optimizeError(err)
+		return proxy.Translation{}, t.optimizeError(ctx, err)
 	}
 	show := func(s guard.Statement) string {
 		if utf8Client(req.ClientEncoding) {
@@ -106,28 +105,15 @@ func msText(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
 }
 
-// optimizeError maps what can end an optimization to what the client sees.
-func optimizeError(err error) error {
-	var le *llm.Error
-	hint := ""
-	if errors.As(err, &le) {
-		hint = le.Hint
-	}
-	switch {
-	case errors.Is(err, optimize.ErrNotSelect):
+// optimizeError maps what can end an optimization to what the client sees:
+// the engine's one mapping, after the optimizer's own refusal.
+func (t Translator) optimizeError(ctx context.Context, err error) error {
+	if errors.Is(err, optimize.ErrNotSelect) {
 		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported, Message: "nlproxy: optimize: takes one read-only SELECT"}
-	case errors.Is(err, guard.ErrFailedTransaction):
-		return toPgError(engine.ErrFailedTransaction)
-	case errors.Is(err, context.Canceled):
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeQueryCanceled, Message: "canceling statement due to user request"}
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeQueryCanceled, Message: "nlproxy: optimize: timed out", Hint: hint}
-	case errors.Is(err, llm.ErrModelMissing):
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint}
-	case errors.Is(err, llm.ErrUnreachable):
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint}
-	case errors.Is(err, llm.ErrServer) || errors.Is(err, llm.ErrNoModel) || errors.Is(err, llm.ErrBadOutput):
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint}
 	}
-	return toPgError(err)
+	var se *pg.Error
+	if errors.As(err, &se) {
+		return toPgError(err) // the user's own query failed on the server
+	}
+	return toPgError(t.Engine.Classify(ctx, err))
 }

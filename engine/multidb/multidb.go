@@ -655,7 +655,7 @@ func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 		if st.Err != nil {
 			s.Problem = ErrText(st.Err)
 		} else {
-			s.Result = sample(st.Rows)
+			s.Result = engine.SampleOf(st.Rows, 20) // the head of the rows for the answer prompt
 		}
 		steps = append(steps, s)
 	}
@@ -696,29 +696,6 @@ func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 	}
 	ans.Text = text
 	return nil
-}
-
-// sample is the head of rows for the answer prompt.
-func sample(rows *engine.Rows) *prompts.Sample {
-	if rows == nil {
-		return nil
-	}
-	s := &prompts.Sample{Columns: rows.Columns}
-	for i, r := range rows.Values {
-		if i == 20 {
-			break
-		}
-		row := make([]string, len(r))
-		for j, v := range r {
-			if v == nil {
-				row[j] = "NULL"
-			} else {
-				row[j] = *v
-			}
-		}
-		s.Rows = append(s.Rows, row)
-	}
-	return s
 }
 
 func (a *Asker) chat(role llm.Role, step string, p prompts.Prompt) llm.ChatRequest {
