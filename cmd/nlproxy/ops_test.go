@@ -205,8 +205,12 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 	if line["outcome"] != "answered" || line["database"] != db || line["user"] != pgtest.Superuser {
 		t.Errorf("audit line: %s", lines[0])
 	}
-	if s := lines[0]; strings.Contains(s, "customer 3") || strings.Contains(s, "25") {
-		t.Errorf("audit line leaks a literal: %s", s)
+	// Only the text fields can carry the literals (numbers such as the
+	// backend PID or the client port may contain the same digits).
+	for _, k := range []string{"question", "sql", "error"} {
+		if s, _ := line[k].(string); strings.Contains(s, "customer 3") || strings.Contains(s, "25") {
+			t.Errorf("audit field %s leaks a literal: %s", k, lines[0])
+		}
 	}
 	if q, _ := line["question"].(string); q != "how many orders did ? place above ??" {
 		t.Errorf("redacted question = %q", q)
