@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+
+	"github.com/nlproxy/nlproxy/integration/clienttest"
 )
 
 const opsModel = "qwen2.5-coder:7b"
@@ -292,24 +292,9 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 // the test's artifact directory (go test -artifacts).
 func chromiumPage(t *testing.T, url, question, sql, db string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium not installed (Debian package chromium)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	profile := t.TempDir()
-	common := []string{"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + profile,
-		"--enable-logging=stderr", "--v=0", "--window-size=1400,1000"}
-	out, err := exec.CommandContext(ctx, bin, append(common, "--dump-dom", url)...).Output()
-	var stderr string
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = string(ee.Stderr)
-	}
-	if err != nil {
-		t.Fatalf("chromium --dump-dom: %v\n%s", err, stderr)
-	}
-	dom := string(out)
+	dom, console := clienttest.Chromium(ctx, t, url, "--window-size=1400,1000", "--dump-dom")
 	for _, want := range []string{
 		`<td class="question">` + templateText(question) + `</td>`,
 		templateText(sql),
@@ -324,24 +309,15 @@ func chromiumPage(t *testing.T, url, question, sql, db string) {
 		}
 	}
 	shot := filepath.Join(t.ArtifactDir(), "admin-page.png")
-	cmd := exec.CommandContext(ctx, bin, append(common, "--screenshot="+shot, url)...)
-	errOut, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("chromium --screenshot: %v\n%s", err, errOut)
-	}
+	_, more := clienttest.Chromium(ctx, t, url, "--window-size=1400,1000", "--screenshot="+shot)
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Fatalf("no screenshot: %v", err)
 	}
 	t.Logf("screenshot: %s", shot)
-	// Console messages are logged as "CONSOLE(...)" or ":CONSOLE:" lines;
-	// the page has no script, so any is a defect (a CSP refusal, a 404).
-	for _, logs := range []string{stderr, string(errOut)} {
-		sc := bufio.NewScanner(strings.NewReader(logs))
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "CONSOLE") {
-				t.Errorf("console message: %s", sc.Text())
-			}
-		}
+	// The page has no script, so any console message is a defect (a CSP
+	// refusal, a 404).
+	for _, line := range append(console, more...) {
+		t.Errorf("console message: %s", line)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/runner"
+
+	"github.com/nlproxy/nlproxy/integration/clienttest"
 )
 
 func str(s string) *string { return &s }
@@ -77,39 +78,11 @@ func TestWriteHTMLSelfContained(t *testing.T) {
 	}
 }
 
-// chromiumCheck loads a page in headless Chromium and returns the DOM after
-// scripts ran and the console messages it logged.
+// chromiumCheck loads a local page in headless Chromium (see
+// clienttest.Chromium).
 func chromiumCheck(ctx context.Context, t *testing.T, page string, args ...string) (dom string, console []string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium not installed")
-	}
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
-	var stdout, stderr bytes.Buffer
-	// One more try when the browser itself fails to start or crashes on a
-	// loaded machine; a page that breaks it breaks it twice.
-	for try := 1; ; try++ {
-		stdout.Reset()
-		stderr.Reset()
-		cmd := exec.CommandContext(ctx, bin, append(append(base, args...), "file://"+page)...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		if err == nil {
-			break
-		}
-		if try == 2 || ctx.Err() != nil {
-			t.Fatalf("chromium: %v\n%s", err, stderr.String())
-		}
-		t.Logf("chromium failed, trying again: %v\n%s", err, stderr.String())
-	}
-	for _, line := range strings.Split(stderr.String(), "\n") {
-		if strings.Contains(line, ":CONSOLE") {
-			console = append(console, line)
-		}
-	}
-	return stdout.String(), console
+	return clienttest.Chromium(ctx, t, "file://"+page, args...)
 }
 
 // TestHTMLInChromium renders the report in headless Chromium: the script

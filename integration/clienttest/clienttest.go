@@ -3,11 +3,13 @@
 package clienttest
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,4 +87,38 @@ func ServeProxy(t testing.TB, srv *proxy.Server) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// Chromium loads url in headless Chromium with args (e.g. --dump-dom,
+// --screenshot=FILE) and returns its stdout and the console messages the
+// page logged; it skips the test when chromium is not installed. A browser
+// that fails to start or crashes is tried once more (it happens on a loaded
+// machine); a page that breaks it breaks it twice.
+func Chromium(ctx context.Context, t testing.TB, url string, args ...string) (stdout string, console []string) {
+	t.Helper()
+	bin := RequireBinary(t, "chromium")
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0"}
+	var out, errb bytes.Buffer
+	for try := 1; ; try++ {
+		out.Reset()
+		errb.Reset()
+		cmd := exec.CommandContext(ctx, bin, append(append(base, args...), url)...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if err == nil {
+			break
+		}
+		if try == 2 || ctx.Err() != nil {
+			t.Fatalf("chromium: %v\n%s", err, errb.String())
+		}
+		t.Logf("chromium failed, trying again: %v\n%s", err, errb.String())
+	}
+	// Console messages are logged as "CONSOLE(...)" or ":CONSOLE:" lines.
+	for _, line := range strings.Split(errb.String(), "\n") {
+		if strings.Contains(line, "CONSOLE") {
+			console = append(console, line)
+		}
+	}
+	return out.String(), console
 }
