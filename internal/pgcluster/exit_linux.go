@@ -75,3 +75,21 @@ func Exited(pid int) (bool, error) {
 	state := b[i+2]
 	return state == 'Z' || state == 'X', nil
 }
+
+// keepDescriptorsOwn marks every descriptor from 3 up close-on-exec before
+// pg_ctl starts a postmaster that outlives it. Go opens its own descriptors
+// close-on-exec, but ones this process inherited do not have the flag: a Go
+// fuzz worker's pipes to its coordinator are such. A postmaster holding them
+// keeps the coordinator from ever seeing the worker end (go test -fuzz
+// then hangs).
+func keepDescriptorsOwn() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}

@@ -196,6 +196,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 
+	keepDescriptorsOwn()
 	// A free port can be taken between probe and bind; retry a few times.
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
