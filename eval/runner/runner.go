@@ -311,9 +311,15 @@ func askFailed(res Result, err error) Result {
 	return fail(res, "ask", err)
 }
 
-// query runs sql read-only with a statement time limit and reads its result
-// as text.
+// query runs sql read-only under the run's statement time limit and row cap.
 func (w *worker) query(ctx context.Context, conn *pgx.Conn, sql string) (compare.Table, error) {
+	return ReadOnlyQuery(ctx, conn, sql, w.opts.StatementTimeout, w.opts.MaxRows)
+}
+
+// ReadOnlyQuery runs sql in a read-only transaction with statement_timeout
+// timeout, rolled back, and reads its result as text; more than maxRows rows
+// (when > 0) is an error.
+func ReadOnlyQuery(ctx context.Context, conn *pgx.Conn, sql string, timeout time.Duration, maxRows int) (compare.Table, error) {
 	var t compare.Table
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -324,7 +330,7 @@ func (w *worker) query(ctx context.Context, conn *pgx.Conn, sql string) (compare
 		_ = tx.Rollback(rctx)
 		cancel()
 	}()
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", w.opts.StatementTimeout.Milliseconds())); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
 		return t, err
 	}
 	rows, err := tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
@@ -336,8 +342,8 @@ func (w *worker) query(ctx context.Context, conn *pgx.Conn, sql string) (compare
 		t.Columns = append(t.Columns, fd.Name)
 	}
 	for rows.Next() {
-		if len(t.Rows) == w.opts.MaxRows {
-			return t, fmt.Errorf("more than %d rows", w.opts.MaxRows)
+		if maxRows > 0 && len(t.Rows) == maxRows {
+			return t, fmt.Errorf("more than %d rows", maxRows)
 		}
 		vals := rows.RawValues()
 		row := make([]*string, len(vals))

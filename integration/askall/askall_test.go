@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -177,39 +176,12 @@ func rules(plan string, sqlByGoal map[string]string, returnsRows bool, answer st
 }
 
 // client is a pgx connection as alice on eu, keeping its notices.
-type client struct {
-	*pgx.Conn
-	mu      sync.Mutex
-	notices []string
-}
-
-func (c *client) Notices() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return strings.Join(c.notices, "\n")
-}
+// client is a connection through the proxy as alice.
+type client = clienttest.NoticeConn
 
 func (f *fixture) connect(t *testing.T) *client {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://%s:%s@%s/eu?sslmode=disable", f.alice, alicePass, f.proxy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &client{}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		c.mu.Lock()
-		c.notices = append(c.notices, n.Message)
-		c.mu.Unlock()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Conn = conn
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return c
+	return clienttest.ConnectNotices(t, fmt.Sprintf("postgres://%s:%s@%s/eu?sslmode=disable", f.alice, alicePass, f.proxy))
 }
 
 // rows runs sql and returns rows joined by ";", values by ",", NULL as ∅.
@@ -337,11 +309,11 @@ func TestAskAll(t *testing.T) {
 				t.Fatalf("%v: %v", mode, err)
 			}
 			contains(t, "answer", got, "Partial answer; not answered: step 1 (us)", "permission denied for table payroll")
-			if strings.Contains(got, secret) || strings.Contains(c.Notices(), secret) {
+			if strings.Contains(got, secret) || strings.Contains(strings.Join(c.Notices(), "\n"), secret) {
 				t.Fatalf("alice was shown the salary: %s", got)
 			}
 		}
-		contains(t, "notices", c.Notices(), "step 1, database us: no SQL: ", "permission denied for table payroll (SQLSTATE 42501)", "step 2, database eu: "+marchSQL)
+		contains(t, "notices", strings.Join(c.Notices(), "\n"), "step 1, database us: no SQL: ", "permission denied for table payroll (SQLSTATE 42501)", "step 2, database eu: "+marchSQL)
 		for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 			for _, m := range r.Messages {
 				if strings.Contains(m.Content, secret) {

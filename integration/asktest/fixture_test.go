@@ -220,39 +220,11 @@ func keywordsReply(keywords []string, entities []string) string {
 }
 
 // client is a pgx connection through a proxy that keeps the notices it gets.
-type client struct {
-	*pgx.Conn
-	mu      sync.Mutex
-	notices []string
-}
-
-func (c *client) Notices() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.notices...)
-}
+type client = clienttest.NoticeConn
 
 func (f *fixture) connect(t *testing.T, addr string) *client {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", askUser, askPass, addr, db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &client{}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		c.mu.Lock()
-		c.notices = append(c.notices, n.Message)
-		c.mu.Unlock()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatalf("connect through proxy: %v", err)
-	}
-	c.Conn = conn
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return c
+	return clienttest.ConnectNotices(t, fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", askUser, askPass, addr, db))
 }
 
 // queryText runs sql and returns every value as text, rows joined by ";"

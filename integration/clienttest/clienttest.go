@@ -10,10 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -121,4 +124,43 @@ func Chromium(ctx context.Context, t testing.TB, url string, args ...string) (st
 		}
 	}
 	return out.String(), console
+}
+
+// NoticeConn is a pgx connection that keeps the notices it receives.
+type NoticeConn struct {
+	*pgx.Conn
+	mu      sync.Mutex
+	notices []string
+}
+
+// Notices returns the notice messages received so far.
+func (c *NoticeConn) Notices() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.notices...)
+}
+
+// ConnectNotices opens url with pgx, keeping notices, closed when the test
+// ends.
+func ConnectNotices(t testing.TB, url string) *NoticeConn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &NoticeConn{}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		c.mu.Lock()
+		c.notices = append(c.notices, n.Message)
+		c.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect %s: %v", cfg.Host, err)
+	}
+	c.Conn = conn
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return c
 }

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/eval/runner"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
@@ -263,35 +265,7 @@ func kindRank(vs []variant, i int) int {
 
 // run executes sql read-only and reads the result as text.
 func run(ctx context.Context, conn *pgx.Conn, sql string) (compare.Table, error) {
-	var t compare.Table
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return t, err
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
-	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 20000"); err != nil {
-		return t, err
-	}
-	rows, err := tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return t, err
-	}
-	defer rows.Close()
-	for _, fd := range rows.FieldDescriptions() {
-		t.Columns = append(t.Columns, fd.Name)
-	}
-	for rows.Next() {
-		vals := rows.RawValues()
-		row := make([]*string, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				s := string(v)
-				row[i] = &s
-			}
-		}
-		t.Rows = append(t.Rows, row)
-	}
-	return t, rows.Err()
+	return runner.ReadOnlyQuery(ctx, conn, sql, 20*time.Second, 0)
 }
 
 // goldParts: the gold's tables, its columns per table, its string literals.
