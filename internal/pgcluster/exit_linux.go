@@ -61,7 +61,9 @@ func (w *exitWatch) wait(timeout time.Duration) error {
 // is a zombie nobody has reaped yet (which holds no resources and no port).
 func Exited(pid int) (bool, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, os.ErrNotExist) {
+	// A process reaped between the open and the read fails the read with
+	// ESRCH rather than ENOENT: gone either way.
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return true, nil
 	}
 	if err != nil {
