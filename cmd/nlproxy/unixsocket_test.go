@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +68,7 @@ func (s *syncBuffer) String() string {
 // TestServeUnixSocket runs `nlproxy serve --unix-socket-dir` and connects
 // through the socket with SCRAM; on shutdown the socket and its lock go away.
 func TestServeUnixSocket(t *testing.T) {
+	listenAddr := regexp.MustCompile(`"msg":"nlproxy listening","addr":"127\.0\.0\.1:(\d+)"`)
 	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
 	dir, err := os.MkdirTemp("", "nlpsock") // short: socket paths are limited to ~100 bytes
 	if err != nil {
@@ -85,26 +86,28 @@ func TestServeUnixSocket(t *testing.T) {
 			io.Discard, &logs)
 	}()
 
-	// The socket is named after the TCP port the kernel picked.
-	var sock string
+	// The socket is named after the TCP port the kernel picked. Its file
+	// appears at bind, before listen, so readiness is the "nlproxy listening"
+	// line, which is logged once both listeners are up.
+	var port string
 	deadline := time.Now().Add(30 * time.Second)
-	for sock == "" {
+	for port == "" {
 		select {
 		case err := <-done:
 			t.Fatalf("serve ended early: %v\n%s", err, logs.String())
 		default:
 		}
-		if m, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*[0-9]")); len(m) == 1 {
-			sock = m[0]
+		if m := listenAddr.FindStringSubmatch(logs.String()); m != nil {
+			port = m[1]
 		} else if time.Now().After(deadline) {
-			t.Fatalf("no socket in %s\n%s", dir, logs.String())
+			t.Fatalf("serve did not say it is listening\n%s", logs.String())
 		} else {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	port := strings.TrimPrefix(filepath.Base(sock), ".s.PGSQL.")
-	if !strings.Contains(logs.String(), `"addr":"127.0.0.1:`+port+`"`) {
-		t.Errorf("socket port %s is not the TCP listen port; log:\n%s", port, logs.String())
+	sock := filepath.Join(dir, ".s.PGSQL."+port)
+	if m, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*[0-9]")); len(m) != 1 || m[0] != sock {
+		t.Errorf("sockets in %s: %v, want only %s", dir, m, sock)
 	}
 	if _, err := os.Stat(sock + ".lock"); err != nil {
 		t.Errorf("lock file: %v", err)
