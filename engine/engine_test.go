@@ -69,13 +69,13 @@ func (f *fixture) engine(t *testing.T) *Engine {
 	client, err := llm.New(llm.Config{
 		Host:        f.fake.URL(),
 		Models:      map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
-		CallTimeout: 2 * time.Second,
+		CallTimeout: 10 * time.Second,
 		MaxRetries:  -1,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Engine{LLM: client, Catalogs: f.cats, Cache: NewCache(10, time.Minute), TrialTimeout: time.Second}
+	return &Engine{LLM: client, Catalogs: f.cats, Cache: NewCache(10, time.Minute), TrialTimeout: 10 * time.Second}
 }
 
 func (f *fixture) request(q string) Request {

