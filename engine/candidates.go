@@ -135,11 +135,13 @@ func (e *Engine) choose(ctx context.Context, a *ask, cands []*Candidate) (*Resul
 			unanswerable++
 		}
 	}
-	if unanswerable > usable {
+	// "The data cannot answer" is one reading among the answer clusters; it
+	// wins when no answer has more support, so a tie does not invent one.
+	clusters := clusterCandidates(cands)
+	if unanswerable > 0 && (len(clusters) == 0 || unanswerable >= len(clusters[0].Candidates)) {
 		st.Note = fmt.Sprintf("%d of %d candidates: unanswerable", unanswerable, len(cands))
 		return nil, abstainUnanswerable(cands)
 	}
-	clusters := clusterCandidates(cands)
 	winner := 0
 	var choice *Choice
 	if len(clusters) > 1 && a.profile.Selector != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -27,6 +28,8 @@ const (
 	sumPerStore2  = "SELECT st.city, SUM(sa.amount) FROM sales sa JOIN stores st ON st.id = sa.store_id GROUP BY 1"
 	countPerStore = "SELECT s.city, count(*) AS total FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"
 )
+
+const unanswerableReply = "Sub-questions: none fit.\nUNANSWERABLE: no table records the weather"
 
 func TestProfileBalancedSelects(t *testing.T) {
 	f := newFixture(t)
@@ -140,7 +143,7 @@ func TestAbstain(t *testing.T) {
 	t.Run("the model says the data cannot answer", func(t *testing.T) {
 		f.fake.SetRules(
 			fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["weather"]}`},
-			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: "Sub-questions: none fit.\nUNANSWERABLE: no table records the weather"},
+			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: unanswerableReply},
 		)
 		_, err := f.engine(t).Translate(ctx, f.request("what was the weather in LA yesterday?"))
 		var ee *Error
@@ -170,6 +173,44 @@ func TestAbstain(t *testing.T) {
 			t.Fatalf("err = %#v, want %s listing 3 readings", err, CodeAbstained)
 		}
 	})
+
+	// "Unanswerable" is one reading: it wins when no answer has more
+	// support, ties included; an answer two candidates agree on outvotes it.
+	for _, tc := range []struct {
+		name    string
+		replies []string
+		abstain bool
+	}{
+		{"unanswerable ties the largest answer", []string{sqlReply(sumPerStore), unanswerableReply, sqlReply(countPerStore)}, true},
+		{"unanswerable outvotes", []string{unanswerableReply, sqlReply(sumPerStore), unanswerableReply}, true},
+		{"an agreed answer outvotes unanswerable", []string{sqlReply(sumPerStore), unanswerableReply, sqlReply(sumPerStore2)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`}}
+			for i, r := range tc.replies {
+				rules = append(rules, fakeollama.Rule{Name: fmt.Sprint("c", i), PromptContains: []string{candidatePrompt}, Reply: r, Times: 1})
+			}
+			f.fake.SetRules(rules...)
+			eng := f.engine(t)
+			eng.Profiles = map[string]*Profile{"three": {
+				Name: "three",
+				// Which generator gets which reply does not matter: only the counts do.
+				Generators: []Generator{cotGenerator{method: methodDivide}, cotGenerator{method: methodDivide, temperature: 0.5}, cotGenerator{method: methodDivide, temperature: 0.9}},
+			}}
+			req := f.request("sales per city, or the weather")
+			req.Profile = "three"
+			res, err := eng.Translate(ctx, req)
+			var ee *Error
+			switch {
+			case tc.abstain && (!errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather")):
+				t.Fatalf("err = %v, want %s saying what is missing", err, CodeAbstained)
+			case !tc.abstain && err != nil:
+				t.Fatalf("err = %v, want the agreed answer", err)
+			case !tc.abstain && !strings.Contains(strings.ToLower(res.SQL()), "sum("):
+				t.Fatalf("chose %s", res.SQL())
+			}
+		})
+	}
 
 	t.Run("unknown profile", func(t *testing.T) {
 		req := f.request("sales by city")
