@@ -73,46 +73,6 @@ func (l *lexicons) get(s *catalog.Schema) *lexicon {
 	return lx
 }
 
-// identParts splits an identifier or phrase into lower-case parts at
-// non-alphanumerics, digit boundaries and camelCase humps ("crmTxDate" →
-// crm tx date, "HTTPServer2" → http server 2).
-func identParts(s string) []string {
-	var out []string
-	var cur []rune
-	flush := func() {
-		if len(cur) > 0 {
-			out = append(out, strings.ToLower(string(cur)))
-			cur = cur[:0]
-		}
-	}
-	rs := []rune(s)
-	for i, r := range rs {
-		switch {
-		case unicode.IsLetter(r):
-			if len(cur) > 0 && unicode.IsDigit(cur[len(cur)-1]) {
-				flush()
-			}
-			if unicode.IsUpper(r) && len(cur) > 0 {
-				prev := rs[i-1]
-				nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
-				if unicode.IsLower(prev) || (unicode.IsUpper(prev) && nextLower) {
-					flush()
-				}
-			}
-			cur = append(cur, r)
-		case unicode.IsDigit(r):
-			if len(cur) > 0 && !unicode.IsDigit(cur[len(cur)-1]) {
-				flush()
-			}
-			cur = append(cur, r)
-		default:
-			flush()
-		}
-	}
-	flush()
-	return out
-}
-
 // sharedPrefixes learns the leading parts a group of identifiers share for
 // no meaning ("crm" of crmAccount, crmTxDate): a first part of at least
 // half of the identifiers that have more than one part, in a group of 3+.
@@ -213,22 +173,22 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 	colParts := make([][][]string, len(s.Tables))
 	for i := range s.Tables {
 		t := &s.Tables[i]
-		tableParts[i] = identParts(t.Name)
+		tableParts[i] = descindex.Split(t.Name)
 		nsTables[t.Schema] = append(nsTables[t.Schema], tableParts[i])
 		for _, p := range tableParts[i] {
 			vocab[p] = true
 		}
-		for _, w := range identParts(t.Comment) {
+		for _, w := range descindex.Split(t.Comment) {
 			vocab[w] = true
 		}
 		colParts[i] = make([][]string, len(t.Columns))
 		for j := range t.Columns {
-			colParts[i][j] = identParts(t.Columns[j].Name)
+			colParts[i][j] = descindex.Split(t.Columns[j].Name)
 			nsCols[t.Schema] = append(nsCols[t.Schema], colParts[i][j])
 			for _, p := range colParts[i][j] {
 				vocab[p] = true
 			}
-			for _, w := range identParts(t.Columns[j].Comment) {
+			for _, w := range descindex.Split(t.Columns[j].Comment) {
 				vocab[w] = true
 			}
 		}

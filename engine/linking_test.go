@@ -15,30 +15,11 @@ import (
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
-func TestIdentParts(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want []string
-	}{
-		{"crmTxDate", []string{"crm", "tx", "date"}},
-		{"order_total_usd", []string{"order", "total", "usd"}},
-		{"HTTPServer2", []string{"http", "server", "2"}},
-		{"paperkeyphrase", []string{"paperkeyphrase"}},
-		{"w042", []string{"w", "042"}},
-		{"Order Date", []string{"order", "date"}},
-		{"", nil},
-	} {
-		if got := identParts(tt.in); !slices.Equal(got, tt.want) {
-			t.Errorf("identParts(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 func TestSharedPrefixes(t *testing.T) {
 	parts := func(names ...string) [][]string {
 		var out [][]string
 		for _, n := range names {
-			out = append(out, identParts(n))
+			out = append(out, descindex.Split(n))
 		}
 		return out
 	}

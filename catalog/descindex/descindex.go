@@ -269,31 +269,39 @@ func stopword(w string) bool {
 // ("orderTotalUSD" → order total usd), drops stopwords and stems lightly.
 func Tokenize(s string) []string {
 	var out []string
+	for _, t := range Split(s) {
+		if !stopword(t) {
+			out = append(out, Stem(t))
+		}
+	}
+	return out
+}
+
+// Split breaks an identifier or phrase into lower-case parts at
+// non-alphanumerics, digit boundaries and camelCase humps ("crmTxDate" →
+// crm tx date, "HTTPServer2" → http server 2).
+func Split(s string) []string {
+	var out []string
 	var cur []rune
 	flush := func() {
-		if len(cur) == 0 {
-			return
+		if len(cur) > 0 {
+			out = append(out, strings.ToLower(string(cur)))
+			cur = cur[:0]
 		}
-		t := strings.ToLower(string(cur))
-		cur = cur[:0]
-		if stopword(t) {
-			return
-		}
-		out = append(out, Stem(t))
 	}
 	rs := []rune(s)
 	for i, r := range rs {
 		switch {
 		case unicode.IsLetter(r):
-			if unicode.IsUpper(r) && i > 0 && len(cur) > 0 {
+			if len(cur) > 0 && unicode.IsDigit(cur[len(cur)-1]) {
+				flush()
+			}
+			if unicode.IsUpper(r) && len(cur) > 0 {
 				prev := rs[i-1]
 				nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
 				if unicode.IsLower(prev) || (unicode.IsUpper(prev) && nextLower) {
 					flush()
 				}
-			}
-			if len(cur) > 0 && unicode.IsDigit(cur[len(cur)-1]) {
-				flush()
 			}
 			cur = append(cur, r)
 		case unicode.IsDigit(r):

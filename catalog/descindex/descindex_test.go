@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,25 @@ func sampleDocs() []Doc {
 		{Kind: KindGlossary, Term: "churned customer", Text: "A customer with no order in the last 12 months.",
 			SQLHint: "NOT EXISTS (SELECT 1 FROM sales.orders o WHERE o.customer_id = c.id AND o.ordered_at > now() - interval '12 months')"},
 		{Kind: KindGlossary, Term: "ARR", Text: "Annual recurring revenue: active subscription amounts times twelve."},
+	}
+}
+
+func TestSplit(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"crmTxDate", []string{"crm", "tx", "date"}},
+		{"order_total_usd", []string{"order", "total", "usd"}},
+		{"HTTPServer2", []string{"http", "server", "2"}},
+		{"paperkeyphrase", []string{"paperkeyphrase"}},
+		{"w042", []string{"w", "042"}},
+		{"Order Date", []string{"order", "date"}},
+		{"", nil},
+	} {
+		if got := Split(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("Split(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 
