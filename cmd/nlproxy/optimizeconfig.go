@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/optimize"
@@ -23,6 +24,9 @@ type OptimizeConfig struct {
 	TimingRuns int `yaml:"timing_runs"`
 	// MinGain: the least measured gain that counts as faster (0.1 = 10%).
 	MinGain float64 `yaml:"min_gain"`
+	// MinSaving: the least time per run a rewrite must save to count as
+	// faster; smaller differences are measurement noise.
+	MinSaving Duration `yaml:"min_saving"`
 	// MinCost: in the max profile, settled queries the planner costs below
 	// this are run as they are (optimize: always tries).
 	MinCost float64 `yaml:"min_cost"`
@@ -35,6 +39,7 @@ func defaultOptimizeConfig() OptimizeConfig {
 		MaxCalls:   optimize.DefaultMaxCalls,
 		TimingRuns: optimize.DefaultTimingRuns,
 		MinGain:    optimize.DefaultMinGain,
+		MinSaving:  Duration(optimize.DefaultMinSaving),
 		MinCost:    engine.DefaultOptimizeMinCost,
 	}
 }
@@ -45,6 +50,7 @@ func registerOptimizeFlags(fs *flag.FlagSet, o *OptimizeConfig) {
 	fs.IntVar(&o.MaxCalls, "optimize-max-calls", o.MaxCalls, "optimizer: model calls per query, all descents together, two per step (env NLPROXY_OPTIMIZE_MAX_CALLS)")
 	fs.IntVar(&o.TimingRuns, "optimize-timing-runs", o.TimingRuns, "optimizer: measured runs of the original and of each finalist, compared by medians (env NLPROXY_OPTIMIZE_TIMING_RUNS)")
 	fs.Float64Var(&o.MinGain, "optimize-min-gain", o.MinGain, "optimizer: least measured gain that counts as faster, 0.1 = 10% (env NLPROXY_OPTIMIZE_MIN_GAIN)")
+	fs.Var(&o.MinSaving, "optimize-min-saving", "optimizer: least time per run a rewrite must save to count as faster; 0 = no floor (env NLPROXY_OPTIMIZE_MIN_SAVING)")
 	fs.Float64Var(&o.MinCost, "optimize-min-cost", o.MinCost, "max profile: planner cost from which a settled query goes through the optimizer (env NLPROXY_OPTIMIZE_MIN_COST)")
 }
 
@@ -76,6 +82,11 @@ func applyOptimizeEnv(o *OptimizeConfig, getenv func(string) string) error {
 	integer("NLPROXY_OPTIMIZE_TIMING_RUNS", &o.TimingRuns)
 	float("NLPROXY_OPTIMIZE_MIN_GAIN", &o.MinGain)
 	float("NLPROXY_OPTIMIZE_MIN_COST", &o.MinCost)
+	if v := getenv("NLPROXY_OPTIMIZE_MIN_SAVING"); v != "" {
+		if err := o.MinSaving.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("NLPROXY_OPTIMIZE_MIN_SAVING: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -96,6 +107,9 @@ func (o OptimizeConfig) validate() error {
 	if o.MinGain <= 0 || o.MinGain >= 1 {
 		errs = append(errs, fmt.Errorf("optimize-min-gain %g: want more than 0 and less than 1", o.MinGain))
 	}
+	if o.MinSaving < 0 {
+		errs = append(errs, fmt.Errorf("optimize-min-saving %v: must not be negative", o.MinSaving))
+	}
 	if o.MinCost < 0 {
 		errs = append(errs, fmt.Errorf("optimize-min-cost %g: must not be negative", o.MinCost))
 	}
@@ -106,6 +120,10 @@ func (o OptimizeConfig) validate() error {
 // model client; the max profile's stage gets the ask's budgeted model per
 // request and a MinCost below which it does not try.
 func (o OptimizeConfig) optimizer() *optimize.Optimizer {
+	saving := time.Duration(o.MinSaving)
+	if saving == 0 {
+		saving = -1 // the optimizer's zero means its default
+	}
 	return &optimize.Optimizer{Tolerance: o.Tolerance, Runs: o.Runs, MaxCalls: o.MaxCalls,
-		TimingRuns: o.TimingRuns, MinGain: o.MinGain}
+		TimingRuns: o.TimingRuns, MinGain: o.MinGain, MinSaving: saving}
 }

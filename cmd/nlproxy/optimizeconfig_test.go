@@ -32,14 +32,15 @@ func TestOptimizeConfig(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", args: up, want: OptimizeConfig{Tolerance: optimize.DefaultTolerance, Runs: 1, MaxCalls: optimize.DefaultMaxCalls,
-			TimingRuns: optimize.DefaultTimingRuns, MinGain: optimize.DefaultMinGain, MinCost: engine.DefaultOptimizeMinCost}},
+			TimingRuns: optimize.DefaultTimingRuns, MinGain: optimize.DefaultMinGain, MinSaving: Duration(optimize.DefaultMinSaving), MinCost: engine.DefaultOptimizeMinCost}},
 		{name: "yaml, env and flags in that order", args: []string{"--config", yamlPath, "--optimize-runs", "3", "--optimize-min-gain", "0.2"},
-			env:  map[string]string{"NLPROXY_OPTIMIZE_RUNS": "4", "NLPROXY_OPTIMIZE_MAX_CALLS": "8", "NLPROXY_OPTIMIZE_TIMING_RUNS": "7"},
-			want: OptimizeConfig{Tolerance: 5, Runs: 3, MaxCalls: 8, TimingRuns: 7, MinGain: 0.2, MinCost: 500}},
+			env:  map[string]string{"NLPROXY_OPTIMIZE_RUNS": "4", "NLPROXY_OPTIMIZE_MAX_CALLS": "8", "NLPROXY_OPTIMIZE_TIMING_RUNS": "7", "NLPROXY_OPTIMIZE_MIN_SAVING": "5ms"},
+			want: OptimizeConfig{Tolerance: 5, Runs: 3, MaxCalls: 8, TimingRuns: 7, MinGain: 0.2, MinSaving: Duration(5 * time.Millisecond), MinCost: 500}},
 		{name: "zero tolerance", args: append([]string{"--optimize-tolerance", "0"}, up...), wantErr: "optimize-tolerance 0"},
 		{name: "one call is no step", args: append([]string{"--optimize-max-calls", "1"}, up...), wantErr: "a step takes 2 calls"},
 		{name: "gain of 100%", args: append([]string{"--optimize-min-gain", "1"}, up...), wantErr: "optimize-min-gain 1"},
 		{name: "negative cost", args: append([]string{"--optimize-min-cost", "-1"}, up...), wantErr: "must not be negative"},
+		{name: "negative saving", args: append([]string{"--optimize-min-saving", "-1ms"}, up...), wantErr: "optimize-min-saving -1ms"},
 		{name: "bad env", args: up, env: map[string]string{"NLPROXY_OPTIMIZE_MIN_GAIN": "lots"}, wantErr: "NLPROXY_OPTIMIZE_MIN_GAIN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
