@@ -40,11 +40,19 @@ func NormalizeQuestion(q string) string {
 	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
+// Translation is what the cache keeps of an answer: the SQL and the
+// confidence it was chosen with (-1: unknown), so that a re-asked question
+// reports the same confidence.
+type Translation struct {
+	SQL        string
+	Confidence float64
+}
+
 // CacheBackend is a second cache level shared by proxy replicas (the
 // catalog store). Keys are opaque digests; failures only cost a miss.
 type CacheBackend interface {
-	GetTranslation(ctx context.Context, key string) (sql string, ok bool, err error)
-	PutTranslation(ctx context.Context, key, sql string, expires time.Time) error
+	GetTranslation(ctx context.Context, key string) (t Translation, ok bool, err error)
+	PutTranslation(ctx context.Context, key string, t Translation, expires time.Time) error
 }
 
 // backendTimeout bounds one shared-cache round trip: a slow store must not
@@ -67,7 +75,7 @@ type Cache struct {
 
 type cacheEntry struct {
 	key     string
-	sql     string
+	t       Translation
 	expires time.Time
 }
 
@@ -77,60 +85,60 @@ func NewCache(max int, ttl time.Duration) *Cache {
 	return &Cache{ttl: ttl, max: max, now: time.Now, order: list.New(), items: map[string]*list.Element{}}
 }
 
-// Get returns the cached SQL for k.
-func (c *Cache) Get(k CacheKey) (string, bool) {
+// Get returns the cached translation for k.
+func (c *Cache) Get(k CacheKey) (Translation, bool) {
 	if c == nil || c.max <= 0 {
-		return "", false
+		return Translation{}, false
 	}
 	h := k.hash()
-	if sql, ok := c.getLocal(h); ok {
-		return sql, true
+	if t, ok := c.getLocal(h); ok {
+		return t, true
 	}
 	if c.Backend == nil {
-		return "", false
+		return Translation{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 	defer cancel()
-	sql, ok, err := c.Backend.GetTranslation(ctx, h)
+	t, ok, err := c.Backend.GetTranslation(ctx, h)
 	if err != nil || !ok {
-		return "", false
+		return Translation{}, false
 	}
-	c.putLocal(h, sql)
-	return sql, true
+	c.putLocal(h, t)
+	return t, true
 }
 
-func (c *Cache) getLocal(h string) (string, bool) {
+func (c *Cache) getLocal(h string) (Translation, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[h]
 	if !ok {
-		return "", false
+		return Translation{}, false
 	}
 	e := el.Value.(*cacheEntry)
 	if c.now().After(e.expires) {
 		c.order.Remove(el)
 		delete(c.items, h)
-		return "", false
+		return Translation{}, false
 	}
 	c.order.MoveToFront(el)
-	return e.sql, true
+	return e.t, true
 }
 
-// Put stores sql for k.
-func (c *Cache) Put(k CacheKey, sql string) {
+// Put stores t for k.
+func (c *Cache) Put(k CacheKey, t Translation) {
 	if c == nil || c.max <= 0 || c.ttl <= 0 {
 		return
 	}
 	h := k.hash()
-	c.putLocal(h, sql)
+	c.putLocal(h, t)
 	if c.Backend != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 		defer cancel()
-		_ = c.Backend.PutTranslation(ctx, h, sql, c.now().Add(c.ttl))
+		_ = c.Backend.PutTranslation(ctx, h, t, c.now().Add(c.ttl))
 	}
 }
 
-func (c *Cache) putLocal(h, sql string) {
+func (c *Cache) putLocal(h string, t Translation) {
 	if c.ttl <= 0 {
 		return
 	}
@@ -138,11 +146,11 @@ func (c *Cache) putLocal(h, sql string) {
 	defer c.mu.Unlock()
 	if el, ok := c.items[h]; ok {
 		e := el.Value.(*cacheEntry)
-		e.sql, e.expires = sql, c.now().Add(c.ttl)
+		e.t, e.expires = t, c.now().Add(c.ttl)
 		c.order.MoveToFront(el)
 		return
 	}
-	c.items[h] = c.order.PushFront(&cacheEntry{key: h, sql: sql, expires: c.now().Add(c.ttl)})
+	c.items[h] = c.order.PushFront(&cacheEntry{key: h, t: t, expires: c.now().Add(c.ttl)})
 	for c.order.Len() > c.max {
 		oldest := c.order.Back()
 		c.order.Remove(oldest)

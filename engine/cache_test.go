@@ -13,7 +13,7 @@ func TestCache(t *testing.T) {
 		return CacheKey{Question: q, Database: "shop", Fingerprint: "f1", Role: "alice"}
 	}
 
-	c.Put(k("How many orders?"), "SELECT count(*) FROM orders")
+	c.Put(k("How many orders?"), Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75})
 	tests := []struct {
 		name string
 		key  CacheKey
@@ -25,8 +25,12 @@ func TestCache(t *testing.T) {
 		{"other database", CacheKey{Question: "how many orders", Database: "crm", Fingerprint: "f1", Role: "alice"}, false},
 	}
 	for _, tt := range tests {
-		if _, hit := c.Get(tt.key); hit != tt.hit {
+		got, hit := c.Get(tt.key)
+		if hit != tt.hit {
 			t.Errorf("%s: hit = %v, want %v", tt.name, hit, tt.hit)
+		}
+		if hit && got != (Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75}) {
+			t.Errorf("%s: got %+v", tt.name, got)
 		}
 	}
 
@@ -35,15 +39,15 @@ func TestCache(t *testing.T) {
 		t.Error("expired entry still served")
 	}
 
-	c.Put(k("a"), "SELECT 1")
-	c.Put(k("b"), "SELECT 2")
+	c.Put(k("a"), Translation{SQL: "SELECT 1", Confidence: -1})
+	c.Put(k("b"), Translation{SQL: "SELECT 2", Confidence: -1})
 	c.Get(k("a")) // a becomes most recent, so b is evicted next
-	c.Put(k("c"), "SELECT 3")
+	c.Put(k("c"), Translation{SQL: "SELECT 3", Confidence: -1})
 	if _, hit := c.Get(k("b")); hit {
 		t.Error("least recently used entry not evicted")
 	}
-	if sql, hit := c.Get(k("a")); !hit || sql != "SELECT 1" {
-		t.Errorf("a = %q %v", sql, hit)
+	if tr, hit := c.Get(k("a")); !hit || tr.SQL != "SELECT 1" || tr.Confidence != -1 {
+		t.Errorf("a = %+v %v", tr, hit)
 	}
 	if c.Len() != 2 {
 		t.Errorf("len = %d, want 2", c.Len())

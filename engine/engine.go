@@ -223,14 +223,14 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 
 	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint,
 		Role: a.sess.role, Session: a.sess.key(), Profile: a.profile.Name}
-	if sql, ok := e.Cache.Get(key); ok {
+	if t, ok := e.Cache.Get(key); ok {
 		// A cached translation is checked and sealed again: the guard's
 		// verdict depends on today's functions and views, not the day it
 		// was cached.
-		if stmt, err := guard.Seal(sql, e.guardOptions(a)); err == nil {
+		if stmt, err := guard.Seal(t.SQL, e.guardOptions(a)); err == nil {
 			a.trace.CacheHit = true
 			e.rememberAccepted(ctx, a, stmt)
-			return &Result{Statement: stmt, Cached: true, Chosen: -1, Confidence: -1}, nil
+			return &Result{Statement: stmt, Cached: true, Chosen: -1, Confidence: t.Confidence}, nil
 		}
 	}
 
@@ -268,7 +268,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, res.Statement.Display())
+	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence})
 	return res, nil
 }
 

@@ -70,6 +70,14 @@ func TestProfileBalancedSelects(t *testing.T) {
 	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != calls || n != 1+3+1+3 {
 		t.Errorf("model calls: fake saw %d, trace %d, want 8", n, calls)
 	}
+	// Asked again: the cached answer keeps its confidence.
+	again, err := eng.Translate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Cached || again.Confidence != res.Confidence || again.SQL() != res.SQL() {
+		t.Errorf("re-asked: cached %v, confidence %v (first %v)", again.Cached, again.Confidence, res.Confidence)
+	}
 }
 
 func TestProfileMaxUsesEveryGenerator(t *testing.T) {

@@ -144,6 +144,8 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 			sql     text NOT NULL,
 			expires timestamptz NOT NULL)`,
 		`CREATE INDEX IF NOT EXISTS translations_expires ON ` + s.t("translations") + ` (expires)`,
+		// Added after the first release: stores made before it lack it.
+		`ALTER TABLE ` + s.t("translations") + ` ADD COLUMN IF NOT EXISTS confidence double precision`,
 		`CREATE TABLE IF NOT EXISTS ` + s.t("pairs") + ` (
 			database  text NOT NULL,
 			qkey      text NOT NULL,
@@ -257,24 +259,34 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 
 // ---- engine.CacheBackend ----
 
-// GetTranslation implements engine.CacheBackend.
-func (s *Store) GetTranslation(ctx context.Context, key string) (string, bool, error) {
-	var sql string
-	err := s.pool.QueryRow(ctx, `SELECT sql FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&sql)
+// GetTranslation implements engine.CacheBackend. A NULL confidence (a
+// translation without one) reads as -1, unknown.
+func (s *Store) GetTranslation(ctx context.Context, key string) (engine.Translation, bool, error) {
+	var t engine.Translation
+	var conf *float64
+	err := s.pool.QueryRow(ctx, `SELECT sql, confidence FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return engine.Translation{}, false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("catalog store: %w", err)
+		return engine.Translation{}, false, fmt.Errorf("catalog store: %w", err)
 	}
-	return sql, true, nil
+	t.Confidence = -1
+	if conf != nil {
+		t.Confidence = *conf
+	}
+	return t, true, nil
 }
 
 // PutTranslation implements engine.CacheBackend; expired rows are pruned
 // now and then by the writes themselves.
-func (s *Store) PutTranslation(ctx context.Context, key, sql string, expires time.Time) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("translations")+` (key, sql, expires) VALUES ($1, $2, $3)
-		ON CONFLICT (key) DO UPDATE SET sql = EXCLUDED.sql, expires = EXCLUDED.expires`, key, sql, expires)
+func (s *Store) PutTranslation(ctx context.Context, key string, t engine.Translation, expires time.Time) error {
+	var conf *float64
+	if t.Confidence >= 0 {
+		conf = &t.Confidence
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("translations")+` (key, sql, confidence, expires) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (key) DO UPDATE SET sql = EXCLUDED.sql, confidence = EXCLUDED.confidence, expires = EXCLUDED.expires`, key, t.SQL, conf, expires)
 	if err != nil {
 		return fmt.Errorf("catalog store: %w", err)
 	}

@@ -175,14 +175,21 @@ func TestTranslations(t *testing.T) {
 	s := e.open(t, store.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.PutTranslation(ctx, "k1", "SELECT 1", time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutTranslation(ctx, "k1", engine.Translation{SQL: "SELECT 1", Confidence: 0.5}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTranslation(ctx, "k2", "SELECT 2", time.Now().Add(-time.Second)); err != nil {
+	if err := s.PutTranslation(ctx, "k2", engine.Translation{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if sql, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || sql != "SELECT 1" {
-		t.Errorf("k1: %q %v %v", sql, ok, err)
+	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
+		t.Errorf("k1: %+v %v %v", tr, ok, err)
+	}
+	// Unknown confidence is stored as NULL and read back as -1.
+	if err := s.PutTranslation(ctx, "k3", engine.Translation{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 3", Confidence: -1}) {
+		t.Errorf("k3: %+v %v %v", tr, ok, err)
 	}
 	if _, ok, err := s.GetTranslation(ctx, "k2"); err != nil || ok {
 		t.Errorf("expired k2: %v %v", ok, err)
@@ -191,12 +198,36 @@ func TestTranslations(t *testing.T) {
 	c1, c2 := engine.NewCache(10, time.Hour), engine.NewCache(10, time.Hour)
 	c1.Backend, c2.Backend = s, s
 	key := engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "fp", Role: "r"}
-	c1.Put(key, "SELECT count(*) FROM orders")
-	if sql, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || sql != "SELECT count(*) FROM orders" {
-		t.Errorf("replica 2's cache: %q %v", sql, ok)
+	c1.Put(key, engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
+	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || tr != (engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
+		t.Errorf("replica 2's cache: %+v %v", tr, ok)
 	}
 	if _, ok := c2.Get(engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "other", Role: "r"}); ok {
 		t.Error("hit for another schema fingerprint")
+	}
+}
+
+// TestTranslationsBeforeConfidence: a store made before translations had a
+// confidence column gains it when a proxy opens it, and its rows read as
+// unknown confidence.
+func TestTranslationsBeforeConfidence(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.c.Exec(ctx, e.storeDB, `CREATE SCHEMA nlproxy;
+CREATE TABLE nlproxy.translations (key text PRIMARY KEY, sql text NOT NULL, expires timestamptz NOT NULL);
+INSERT INTO nlproxy.translations VALUES ('old', 'SELECT 1', now() + interval '1 hour');`); err != nil {
+		t.Fatal(err)
+	}
+	s := e.open(t, store.Options{})
+	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
+		t.Fatalf("old row: %+v %v %v", tr, ok, err)
+	}
+	if err := s.PutTranslation(ctx, "new", engine.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok, err := s.GetTranslation(ctx, "new"); err != nil || !ok || tr.Confidence != 0.8 {
+		t.Fatalf("new row: %+v %v %v", tr, ok, err)
 	}
 }
 
