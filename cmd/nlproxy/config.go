@@ -86,6 +86,8 @@ type EngineConfig struct {
 	Examples string `yaml:"examples"`
 	// AskAll configures questions across databases (askall.go).
 	AskAll AskAllConfig `yaml:"ask_all"`
+	// Optimize tunes optimize: and the max profile's optimizer stage.
+	Optimize OptimizeConfig `yaml:"optimize"`
 }
 
 // UpstreamEntry routes clients whose startup database is Database (empty: the
@@ -146,6 +148,7 @@ func defaultConfig() Config {
 			CacheSize:        1000,
 			DataDir:          defaultDataDir(),
 			RefreshEvery:     Duration(10 * time.Minute),
+			Optimize:         defaultOptimizeConfig(),
 		},
 	}
 }
@@ -284,6 +287,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.StringVar(&e.Examples, "examples", e.Examples, "YAML file of question→SQL examples per database, shown to the model (env NLPROXY_EXAMPLES)")
 	var flagAuth []UpstreamEntry
 	askAllFlags(fs, &e.AskAll, &flagAuth)
+	registerOptimizeFlags(fs, &e.Optimize)
 	registerOpsFlags(fs, &cfg.Ops)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
@@ -425,6 +429,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	if err := askAllEnv(&e.AskAll, getenv); err != nil {
 		fail("ask-all", err)
 	}
+	if err := applyOptimizeEnv(&e.Optimize, getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -520,6 +527,9 @@ func (c Config) validate() error {
 			}
 		}
 		if err := c.Engine.AskAll.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := c.Engine.Optimize.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}

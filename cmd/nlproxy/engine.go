@@ -15,7 +15,6 @@ import (
 	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -124,6 +123,11 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		DatabaseProfiles: ec.DatabaseProfiles,
 		Parallel:         ec.Parallel,
 	}
+	// The max profile's last stage, as configured.
+	stage := ec.Optimize.optimizer()
+	stage.MinCost = ec.Optimize.MinCost
+	eng.Profiles = engine.Profiles()
+	eng.Profiles[engine.ProfileMax].Optimizer = engine.GuidedCostDescent(stage)
 	// A malformed pattern would silently allow or deny everything.
 	if _, err := guard.Check("SELECT 1", eng.Guard); err != nil {
 		return nil, fmt.Errorf("function patterns: %w", err)
@@ -138,9 +142,10 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	if err != nil {
 		return nil, err
 	}
-	// optimize: uses the generator model with the optimizer's defaults; the
-	// guard options come from the engine per database.
-	opt := &optimize.Optimizer{LLM: client, NumCtx: ec.NumCtx}
+	// optimize: uses the generator model; the guard options come from the
+	// engine per database.
+	opt := ec.Optimize.optimizer()
+	opt.LLM, opt.NumCtx = client, ec.NumCtx
 	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }

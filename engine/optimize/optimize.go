@@ -54,6 +54,9 @@ const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultCompareRows = 1000
 	DefaultTemperature = 0.7 // the paper's sampling temperature for k > 1 runs
+	// DefaultMinSaving: below a millisecond, a measured difference is mostly
+	// the noise of a round trip, not a gain.
+	DefaultMinSaving = time.Millisecond
 )
 
 // Optimizer runs guided cost descent. Configure it by its fields; zero
@@ -82,6 +85,9 @@ type Optimizer struct {
 	// MinGain is the least measured gain that counts as faster (0.1: the
 	// rewrite's median time is at most 90% of the original's).
 	MinGain float64
+	// MinSaving is the least time per run a rewrite must save (by the
+	// medians) to count as faster, whatever the ratio; negative: none.
+	MinSaving time.Duration
 	// MaxConfirm bounds the valid plans measured at the end, cheapest
 	// first.
 	MaxConfirm int
@@ -287,6 +293,23 @@ func (o *Optimizer) minGain() float64 {
 	}
 	return DefaultMinGain
 }
+func (o *Optimizer) minSaving() time.Duration {
+	switch {
+	case o.MinSaving < 0:
+		return 0
+	case o.MinSaving == 0:
+		return DefaultMinSaving
+	}
+	return o.MinSaving
+}
+
+// faster: a rewrite measured at cand (median) against the original's orig
+// counts as faster when both the medians and the median of the per-round
+// ratios show at least minGain, and the medians differ by at least minSaving.
+func faster(orig, cand time.Duration, pairedRatio, minGain float64, minSaving time.Duration) bool {
+	return float64(cand) <= float64(orig)*(1-minGain) && pairedRatio <= 1-minGain && orig-cand >= minSaving
+}
+
 func (o *Optimizer) temperature() float64 {
 	if o.Temperature != nil {
 		return *o.Temperature
@@ -593,9 +616,12 @@ func (s *search) confirm(ctx context.Context) error {
 		st.Time = median(times[i])
 		// Faster by the medians and by the median of the paired ratios of
 		// each round: load that drifts during the measurement hits both.
-		if float64(st.Time) > float64(s.out.OriginalTime)*(1-s.o.minGain()) || medianF(ratios[i]) > 1-s.o.minGain() {
+		if !faster(s.out.OriginalTime, st.Time, medianF(ratios[i]), s.o.minGain(), s.o.minSaving()) {
 			st.Verdict = VerdictSlower
 			st.Reason = fmt.Sprintf("planner cost %.2f (original %.2f), but measured %v vs the original's %v", st.Cost, s.out.OriginalCost, round(st.Time), round(s.out.OriginalTime))
+			if st.Time < s.out.OriginalTime && s.out.OriginalTime-st.Time < s.o.minSaving() {
+				st.Reason += fmt.Sprintf(": it saves less than %v a run, within measurement noise", s.o.minSaving())
+			}
 			continue
 		}
 		if best < 0 || st.Time < s.out.Steps[cands[best]].Time {

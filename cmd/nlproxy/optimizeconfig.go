@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/optimize"
+)
+
+// OptimizeConfig tunes guided cost descent, both for optimize: and for the
+// max profile's last stage.
+type OptimizeConfig struct {
+	// Tolerance: consecutive invalid or not-cheaper proposals that end a run.
+	Tolerance int `yaml:"tolerance"`
+	// Runs: independent descents pooled per optimization (LaPuda's k).
+	Runs int `yaml:"runs"`
+	// MaxCalls bounds the model calls of one optimization, runs together.
+	MaxCalls int `yaml:"max_calls"`
+	// TimingRuns: measured runs of the original and each finalist (medians).
+	TimingRuns int `yaml:"timing_runs"`
+	// MinGain: the least measured gain that counts as faster (0.1 = 10%).
+	MinGain float64 `yaml:"min_gain"`
+	// MinSaving: the least time per run a rewrite must save to count as
+	// faster; smaller differences are measurement noise.
+	MinSaving Duration `yaml:"min_saving"`
+	// MinCost: in the max profile, settled queries the planner costs below
+	// this are run as they are (optimize: always tries).
+	MinCost float64 `yaml:"min_cost"`
+}
+
+func defaultOptimizeConfig() OptimizeConfig {
+	return OptimizeConfig{
+		Tolerance:  optimize.DefaultTolerance,
+		Runs:       1,
+		MaxCalls:   optimize.DefaultMaxCalls,
+		TimingRuns: optimize.DefaultTimingRuns,
+		MinGain:    optimize.DefaultMinGain,
+		MinSaving:  Duration(optimize.DefaultMinSaving),
+		MinCost:    engine.DefaultOptimizeMinCost,
+	}
+}
+
+func registerOptimizeFlags(fs *flag.FlagSet, o *OptimizeConfig) {
+	fs.IntVar(&o.Tolerance, "optimize-tolerance", o.Tolerance, "optimizer: consecutive invalid or not-cheaper proposals that end a descent (env NLPROXY_OPTIMIZE_TOLERANCE)")
+	fs.IntVar(&o.Runs, "optimize-runs", o.Runs, "optimizer: independent descents pooled per query; above 1 the model samples at temperature 0.7 (env NLPROXY_OPTIMIZE_RUNS)")
+	fs.IntVar(&o.MaxCalls, "optimize-max-calls", o.MaxCalls, "optimizer: model calls per query, all descents together, two per step (env NLPROXY_OPTIMIZE_MAX_CALLS)")
+	fs.IntVar(&o.TimingRuns, "optimize-timing-runs", o.TimingRuns, "optimizer: measured runs of the original and of each finalist, compared by medians (env NLPROXY_OPTIMIZE_TIMING_RUNS)")
+	fs.Float64Var(&o.MinGain, "optimize-min-gain", o.MinGain, "optimizer: least measured gain that counts as faster, 0.1 = 10% (env NLPROXY_OPTIMIZE_MIN_GAIN)")
+	fs.Var(&o.MinSaving, "optimize-min-saving", "optimizer: least time per run a rewrite must save to count as faster; 0 = no floor (env NLPROXY_OPTIMIZE_MIN_SAVING)")
+	fs.Float64Var(&o.MinCost, "optimize-min-cost", o.MinCost, "max profile: planner cost from which a settled query goes through the optimizer (env NLPROXY_OPTIMIZE_MIN_COST)")
+}
+
+func applyOptimizeEnv(o *OptimizeConfig, getenv func(string) string) error {
+	var errs []error
+	integer := func(key string, dst *int) {
+		if v := getenv(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				return
+			}
+			*dst = n
+		}
+	}
+	float := func(key string, dst *float64) {
+		if v := getenv(key); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				return
+			}
+			*dst = f
+		}
+	}
+	integer("NLPROXY_OPTIMIZE_TOLERANCE", &o.Tolerance)
+	integer("NLPROXY_OPTIMIZE_RUNS", &o.Runs)
+	integer("NLPROXY_OPTIMIZE_MAX_CALLS", &o.MaxCalls)
+	integer("NLPROXY_OPTIMIZE_TIMING_RUNS", &o.TimingRuns)
+	float("NLPROXY_OPTIMIZE_MIN_GAIN", &o.MinGain)
+	float("NLPROXY_OPTIMIZE_MIN_COST", &o.MinCost)
+	if v := getenv("NLPROXY_OPTIMIZE_MIN_SAVING"); v != "" {
+		if err := o.MinSaving.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("NLPROXY_OPTIMIZE_MIN_SAVING: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o OptimizeConfig) validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"optimize-tolerance", o.Tolerance}, {"optimize-runs", o.Runs}, {"optimize-max-calls", o.MaxCalls}, {"optimize-timing-runs", o.TimingRuns}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%s %d: want at least 1", f.name, f.v))
+		}
+	}
+	// A step is an instruction call and a rewrite call.
+	if o.MaxCalls == 1 {
+		errs = append(errs, errors.New("optimize-max-calls 1: a step takes 2 calls"))
+	}
+	if o.MinGain <= 0 || o.MinGain >= 1 {
+		errs = append(errs, fmt.Errorf("optimize-min-gain %g: want more than 0 and less than 1", o.MinGain))
+	}
+	if o.MinSaving < 0 {
+		errs = append(errs, fmt.Errorf("optimize-min-saving %v: must not be negative", o.MinSaving))
+	}
+	if o.MinCost < 0 {
+		errs = append(errs, fmt.Errorf("optimize-min-cost %g: must not be negative", o.MinCost))
+	}
+	return errors.Join(errs...)
+}
+
+// optimizer is guided cost descent as configured. optimize: gives it the
+// model client; the max profile's stage gets the ask's budgeted model per
+// request and a MinCost below which it does not try.
+func (o OptimizeConfig) optimizer() *optimize.Optimizer {
+	saving := time.Duration(o.MinSaving)
+	if saving == 0 {
+		saving = -1 // the optimizer's zero means its default
+	}
+	return &optimize.Optimizer{Tolerance: o.Tolerance, Runs: o.Runs, MaxCalls: o.MaxCalls,
+		TimingRuns: o.TimingRuns, MinGain: o.MinGain, MinSaving: saving}
+}
