@@ -12,16 +12,12 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,6 +25,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
@@ -67,25 +64,31 @@ type PerDB struct {
 func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	names, err := databases(dir)
+	names, err := dataset.Databases(dir)
 	if err != nil {
 		return err
 	}
-	qs, err := questions(filepath.Join(dir, "questions.csv"))
+	ds, err := dataset.OpenSQLEval(dir)
 	if err != nil {
 		return err
+	}
+	ds.Filter(nil, false)
+	qs := ds.Questions
+	if len(qs) == 0 {
+		return fmt.Errorf("no questions in %s", dir)
 	}
 	c, err := pgtest.Start(ctx, pgtest.Options{})
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
+	connect := func(ctx context.Context, database string) (*pgx.Conn, error) { return c.Connect(ctx, database) }
 	for _, n := range names {
-		if err := load(ctx, c, dir, n); err != nil {
-			return fmt.Errorf("load %s: %w", n, err)
+		if _, err := dataset.Load(ctx, connect, ds, n, dataset.LoadOptions{Analyze: true}); err != nil {
+			return err
 		}
 	}
-	mgr := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) { return c.Connect(ctx, database) }}
+	mgr := &catalog.Manager{Connect: connect}
 	defer mgr.Close()
 	var snaps []*catalog.Snapshot
 	for _, n := range names {
@@ -100,27 +103,27 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 	res := Result{Databases: len(names), Questions: len(qs), PerDB: map[string]PerDB{}, Confused: map[string]int{}}
 	var rr float64
 	for _, q := range qs {
-		top := mem.Top(ctx, q.text, len(names))
+		top := mem.Top(ctx, q.Question, len(names))
 		rank := 0
 		for i, cd := range top {
-			if cd.Database == q.db {
+			if cd.Database == q.DB {
 				rank = i + 1
 				break
 			}
 		}
-		p := res.PerDB[q.db]
+		p := res.PerDB[q.DB]
 		p.Questions++
 		if rank == 1 {
 			p.Top1++
 		} else if len(top) > 0 {
-			res.Confused[q.db+"→"+top[0].Database]++
+			res.Confused[q.DB+"→"+top[0].Database]++
 		}
 		if rank >= 1 && rank <= 3 {
 			p.Top3++
 		} else {
-			res.Misses = append(res.Misses, map[string]string{"db": q.db, "question": q.text, "top1": top[0].Database})
+			res.Misses = append(res.Misses, map[string]string{"db": q.DB, "question": q.Question, "top1": top[0].Database})
 		}
-		res.PerDB[q.db] = p
+		res.PerDB[q.DB] = p
 		if rank > 0 {
 			rr += 1 / float64(rank)
 		}
@@ -137,7 +140,7 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 	if pairs > 0 {
 		golds := make([]string, len(qs))
 		for i, q := range qs {
-			golds[i] = q.gold
+			golds[i] = q.Gold
 		}
 		pr, err := runPairs(ctx, c, mgr, names, qs, golds, pairs, topK)
 		if err != nil {
@@ -180,88 +183,4 @@ func report(w io.Writer, r Result, names []string) {
 		}
 		fmt.Fprintln(w)
 	}
-}
-
-func databases(dir string) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(dir, "databases"))
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			out = append(out, e.Name())
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no databases under " + dir)
-	}
-	return out, nil
-}
-
-type question struct{ text, db, gold string }
-
-func questions(path string) ([]question, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) < 2 {
-		return nil, errors.New("no questions in " + path)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	qi, di, gi := col["question"], col["db_name"], col["query"]
-	var out []question
-	for _, r := range recs[1:] {
-		out = append(out, question{text: r[qi], db: r[di], gold: r[gi]})
-	}
-	return out, nil
-}
-
-// load creates the database, runs its SQL, turns the JSON column
-// descriptions into comments and analyzes it.
-func load(ctx context.Context, c *pgtest.Cluster, dir, name string) error {
-	if err := c.CreateDatabase(ctx, name); err != nil {
-		return err
-	}
-	sql, err := os.ReadFile(filepath.Join(dir, "databases", name, name+".sql"))
-	if err != nil {
-		return err
-	}
-	if err := c.Exec(ctx, name, string(sql)); err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "databases", name, name+".json"))
-	if err != nil {
-		return err
-	}
-	var meta struct {
-		Tables map[string][]struct {
-			Column      string `json:"column_name"`
-			Description string `json:"column_description"`
-		} `json:"table_metadata"`
-	}
-	if err := json.Unmarshal(b, &meta); err != nil {
-		return err
-	}
-	var stmts []string
-	for table, cols := range meta.Tables {
-		for _, col := range cols {
-			if col.Description == "" {
-				continue
-			}
-			stmts = append(stmts, fmt.Sprintf("COMMENT ON COLUMN public.%s.%s IS '%s'",
-				pgx.Identifier{table}.Sanitize(), pgx.Identifier{col.Column}.Sanitize(), strings.ReplaceAll(col.Description, "'", "''")))
-		}
-	}
-	stmts = append(stmts, "ANALYZE")
-	return c.Exec(ctx, name, strings.Join(stmts, ";\n"))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
@@ -58,7 +59,7 @@ type PairResult struct {
 }
 
 type numeric struct {
-	q     question
+	q     dataset.Question
 	sql   string
 	value *big.Rat
 	text  string
@@ -66,7 +67,7 @@ type numeric struct {
 
 // scalarQuestions are the questions whose (first) gold SQL, free of
 // sql-eval's {a, b} alternatives, returns one row with one number.
-func scalarQuestions(ctx context.Context, c *pgtest.Cluster, qs []question, golds []string) []numeric {
+func scalarQuestions(ctx context.Context, c *pgtest.Cluster, qs []dataset.Question, golds []string) []numeric {
 	var out []numeric
 	conns := map[string]*pgx.Conn{}
 	defer func() {
@@ -79,13 +80,13 @@ func scalarQuestions(ctx context.Context, c *pgtest.Cluster, qs []question, gold
 		if sql == "" || strings.ContainsAny(sql, "{}") {
 			continue
 		}
-		conn := conns[q.db]
+		conn := conns[q.DB]
 		if conn == nil {
 			var err error
-			if conn, err = c.Connect(ctx, q.db); err != nil {
+			if conn, err = c.Connect(ctx, q.DB); err != nil {
 				continue
 			}
-			conns[q.db] = conn
+			conns[q.DB] = conn
 		}
 		rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
 		if err != nil {
@@ -119,7 +120,7 @@ func makePairs(ns []numeric, max int) [][2]numeric {
 	var all [][2]numeric
 	for i := range ns {
 		for j := i + 1; j < len(ns); j++ {
-			if ns[i].q.db != ns[j].q.db {
+			if ns[i].q.DB != ns[j].q.DB {
 				all = append(all, [2]numeric{ns[i], ns[j]})
 			}
 		}
@@ -134,7 +135,7 @@ func makePairs(ns []numeric, max int) [][2]numeric {
 	return out
 }
 
-func runPairs(ctx context.Context, c *pgtest.Cluster, mgr *catalog.Manager, names []string, qs []question, golds []string, maxPairs, topK int) (PairResult, error) {
+func runPairs(ctx context.Context, c *pgtest.Cluster, mgr *catalog.Manager, names []string, qs []dataset.Question, golds []string, maxPairs, topK int) (PairResult, error) {
 	res := PairResult{TopK: topK, RevokedDB: names[len(names)-1]}
 	ns := scalarQuestions(ctx, c, qs, golds)
 	pairs := makePairs(ns, maxPairs)
@@ -182,9 +183,9 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		}}
 
 	for _, p := range pairs {
-		q := fmt.Sprintf("Which question has a larger number as its answer? Q1: %s; Q2: %s", p[0].q.text, p[1].q.text)
+		q := fmt.Sprintf("Which question has a larger number as its answer? Q1: %s; Q2: %s", p[0].q.Question, p[1].q.Question)
 		plan := fmt.Sprintf(`{"steps": [{"database": %q, "goal": %q}, {"database": %q, "goal": %q}], "combine": "larger"}`,
-			p[0].q.db, p[0].q.text, p[1].q.db, p[1].q.text)
+			p[0].q.DB, p[0].q.Question, p[1].q.DB, p[1].q.Question)
 		rules := []fakeollama.Rule{
 			{Name: "switch", PromptContains: []string{switchPrompt}, Reply: `{"needs_data": true, "answer": ""}`},
 			{Name: "plan", PromptContains: []string{planPrompt}, Reply: plan},
@@ -192,8 +193,8 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		}
 		for _, n := range p {
 			reply := "```sql\n" + n.sql + "\n```"
-			rules = append(rules, fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, n.q.text}, Reply: reply},
-				fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, n.q.text}, Reply: reply})
+			rules = append(rules, fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, n.q.Question}, Reply: reply},
+				fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, n.q.Question}, Reply: reply})
 		}
 		fake.SetRules(rules...)
 
@@ -201,10 +202,10 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		for _, cd := range asker.Top(ctx, q) {
 			top = append(top, cd.Database)
 		}
-		if contains(top, p[0].q.db) && contains(top, p[1].q.db) {
+		if contains(top, p[0].q.DB) && contains(top, p[1].q.DB) {
 			res.Selected++
 		} else {
-			res.NotSelected = append(res.NotSelected, fmt.Sprintf("%s+%s (top: %s)", p[0].q.db, p[1].q.db, strings.Join(top, ", ")))
+			res.NotSelected = append(res.NotSelected, fmt.Sprintf("%s+%s (top: %s)", p[0].q.DB, p[1].q.DB, strings.Join(top, ", ")))
 		}
 
 		ans, err := askAs(ctx, c, asker, "analyst", q)
@@ -213,7 +214,7 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		}
 		ran := len(ans.Steps) == 2 && ans.Role == "analyst"
 		for i, st := range ans.Steps {
-			if i < 2 && (st.Err != nil || st.Rows == nil || st.Database != p[i].q.db) {
+			if i < 2 && (st.Err != nil || st.Rows == nil || st.Database != p[i].q.DB) {
 				ran = false
 			}
 		}
@@ -224,7 +225,7 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 			}
 		}
 
-		if p[0].q.db == res.RevokedDB || p[1].q.db == res.RevokedDB {
+		if p[0].q.DB == res.RevokedDB || p[1].q.DB == res.RevokedDB {
 			res.Restricted++
 			ans, err := askAs(ctx, c, asker, "limited", q)
 			if err != nil {
@@ -248,7 +249,7 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 func expected(p [2]numeric) string {
 	a, b := p[0], p[1]
 	l := func(i int, n numeric) string {
-		return fmt.Sprintf("step %d (%s) = %s", i, n.q.db, strings.TrimSpace(n.text))
+		return fmt.Sprintf("step %d (%s) = %s", i, n.q.DB, strings.TrimSpace(n.text))
 	}
 	diff := new(big.Rat).Abs(new(big.Rat).Sub(a.value, b.value))
 	d := diff.FloatString(12)

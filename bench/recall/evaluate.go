@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/eval/dataset"
 )
 
 // report is the outcome per database and overall ("" key).
@@ -44,7 +45,7 @@ type litMiss struct {
 }
 
 // evaluate runs the selection for every question at every budget.
-func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []question, budgets []int) (*report, error) {
+func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int) (*report, error) {
 	e := &engine.Engine{}
 	rep := &report{Budgets: budgets, Rows: map[string]*dbResult{}}
 	row := func(db string) *dbResult {
@@ -59,9 +60,9 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []question, budget
 		return r
 	}
 	for _, q := range qs {
-		alts, err := goldAlternatives(q.Query)
+		alts, err := goldAlternatives(q.Gold)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", q.DB, q.Text, err)
+			return nil, fmt.Errorf("%s: %q: %w", q.DB, q.Question, err)
 		}
 		var golds [][]string
 		for _, alt := range alts {
@@ -79,7 +80,7 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []question, budget
 			r.Questions++
 		}
 		for bi, b := range budgets {
-			ch := e.PreviewSchema(ctx, snap, q.Text, b)
+			ch := e.PreviewSchema(ctx, snap, q.Question, b)
 			hit := false
 			for _, g := range golds {
 				if subset(g, ch.Tables) {
@@ -94,7 +95,7 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []question, budget
 				}
 			}
 			if bi == len(budgets)-1 && !hit {
-				rep.Misses = append(rep.Misses, miss{DB: q.DB, Question: q.Text, Gold: golds[0], Got: ch.Tables})
+				rep.Misses = append(rep.Misses, miss{DB: q.DB, Question: q.Question, Gold: golds[0], Got: ch.Tables})
 			}
 			if bi != 0 {
 				continue
@@ -120,7 +121,7 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []question, budget
 					}
 				}
 				if !found {
-					rep.Lits = append(rep.Lits, litMiss{DB: q.DB, Question: q.Text, Column: l.Column, Value: l.Value})
+					rep.Lits = append(rep.Lits, litMiss{DB: q.DB, Question: q.Question, Column: l.Column, Value: l.Value})
 				}
 			}
 		}

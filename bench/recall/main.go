@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
@@ -63,7 +65,7 @@ func main() {
 func run(ctx context.Context, dir string, only []string, budgets []int, verbose bool, jsonOut string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	qs, err := readQuestions(filepath.Join(dir, "questions.csv"))
+	ds, err := dataset.OpenSQLEval(dir)
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,7 @@ func run(ctx context.Context, dir string, only []string, budgets []int, verbose 
 		return err
 	}
 	defer c.Stop()
-	snap, qs, err := setup(ctx, c, "sqleval_merged", dir, only, qs)
+	snap, qs, err := setup(ctx, c, "sqleval_merged", ds, only)
 	if err != nil {
 		return err
 	}
@@ -91,10 +93,17 @@ func run(ctx context.Context, dir string, only []string, budgets []int, verbose 
 	return nil
 }
 
-// setup loads the databases the questions use (restricted to only, when
-// given) into one database of cluster c and builds its catalog snapshot.
-// It returns the questions of the loaded databases.
-func setup(ctx context.Context, c *pgtest.Cluster, name, dir string, only []string, qs []question) (*catalog.Snapshot, []question, error) {
+// setup loads the databases the answerable questions use (restricted to
+// only, when given) into one database of cluster c, one schema each, and
+// builds its catalog snapshot with their glossaries. It returns the
+// answerable questions of the loaded databases.
+func setup(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, error) {
+	var qs []dataset.Question
+	for _, q := range ds.Questions {
+		if !q.Unanswerable {
+			qs = append(qs, q)
+		}
+	}
 	var dbs []string
 	seen := map[string]bool{}
 	for _, q := range qs {
@@ -116,11 +125,13 @@ func setup(ctx context.Context, c *pgtest.Cluster, name, dir string, only []stri
 	defer conn.Close(ctx)
 	opts := catalog.BuildOptions{}
 	for _, db := range dbs {
-		docs, err := loadDatabase(ctx, conn, dir, db)
+		l, err := dataset.LoadSchema(ctx, conn, ds, db, db)
 		if err != nil {
 			return nil, nil, err
 		}
-		opts.Glossary = append(opts.Glossary, docs...)
+		for _, g := range dataset.GlossaryEntries(l.Glossary) {
+			opts.Glossary = append(opts.Glossary, descindex.Doc{Kind: descindex.KindGlossary, Schema: db, Term: g.Term, Text: g.Definition})
+		}
 		opts.Introspect.Schemas = append(opts.Introspect.Schemas, db)
 	}
 	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
@@ -130,7 +141,7 @@ func setup(ctx context.Context, c *pgtest.Cluster, name, dir string, only []stri
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []question
+	var out []dataset.Question
 	for _, q := range qs {
 		if seen[q.DB] {
 			out = append(out, q)

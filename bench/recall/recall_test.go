@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
@@ -68,11 +69,11 @@ func TestRecallPipeline(t *testing.T) {
 	c := pgtest.New(t, pgtest.Options{})
 	ctx := context.Background()
 	dir := filepath.Join("..", "..", "datasets", "sql-eval")
-	qs, err := readQuestions(filepath.Join(dir, "questions.csv"))
+	ds, err := dataset.OpenSQLEval(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, qs, err := setup(ctx, c, pgtest.UniqueName(t, "recall"), dir, []string{"restaurants", "geography"}, qs)
+	snap, qs, err := setup(ctx, c, pgtest.UniqueName(t, "recall"), ds, []string{"restaurants", "geography"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package dataset reads text-to-SQL evaluation sets — Defog's sql-eval
 // (questions.csv, idk.csv, databases/<db>/<db>.sql + .json) and BIRD (a JSON
 // list of questions, databases as .sql files) — into one question model, and
-// loads their databases into a PostgreSQL server.
+// loads their databases into a PostgreSQL server: each as a database of its
+// own (Load) or as a schema of a shared database (LoadSchema).
 package dataset
 
 import (

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -32,6 +33,9 @@ type LoadOptions struct {
 	// URL builds a libpq connection string for a database (pg_restore needs
 	// one); only dumps need it.
 	URL func(database string) string
+	// Analyze runs ANALYZE once loaded: planner statistics, and the
+	// catalog's stored examples read pg_stats.
+	Analyze bool
 }
 
 // Loaded reports one database.
@@ -59,6 +63,28 @@ func DatabaseFiles(dir, db string) (data, meta string, err error) {
 		meta = base + ".json"
 	}
 	return data, meta, nil
+}
+
+// Databases lists the databases of a dataset directory: the folders under
+// dir/databases that hold a <db>.sql or <db>.dump, sorted.
+func Databases(dir string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "databases"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrDataset, err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if _, _, err := DatabaseFiles(dir, e.Name()); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no databases under %s", ErrDataset, filepath.Join(dir, "databases"))
+	}
+	return out, nil // os.ReadDir sorts by name
 }
 
 // Load creates and fills one database of ds on the target server.
@@ -104,11 +130,16 @@ func Load(ctx context.Context, connect Connector, ds *Dataset, db string, opts L
 		}
 	}
 	if meta != "" {
-		n, gloss, err := applyMetadata(ctx, conn, meta)
+		n, gloss, err := applyMetadata(ctx, conn, meta, "")
 		if err != nil {
 			return out, fmt.Errorf("load %s: %w", db, err)
 		}
 		out.Comments, out.Glossary = n, gloss
+	}
+	if opts.Analyze {
+		if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+			return out, fmt.Errorf("load %s: analyze: %w", db, err)
+		}
 	}
 	for _, r := range opts.Readers {
 		role := pgx.Identifier{r}.Sanitize()
@@ -118,6 +149,46 @@ func Load(ctx context.Context, connect Connector, ds *Dataset, db string, opts L
 			role, role)); err != nil {
 			return out, fmt.Errorf("load %s: grant to %s: %w", db, r, err)
 		}
+	}
+	return out, nil
+}
+
+// publicRef matches the "public." qualification sql-eval's files give
+// their objects.
+var publicRef = regexp.MustCompile(`\bpublic\.`)
+
+// LoadSchema loads database db of ds into a new schema of the database conn
+// is connected to, so that several dataset databases share one database
+// (names stay apart by schema). The file's "public." qualifications are
+// rewritten to the schema; column descriptions become comments there.
+// Loaded.Target is the schema. Only plain SQL files can be loaded this way.
+func LoadSchema(ctx context.Context, conn *pgx.Conn, ds *Dataset, db, schema string) (Loaded, error) {
+	out := Loaded{DB: db, Target: schema}
+	data, meta, err := DatabaseFiles(ds.Dir, db)
+	if err != nil {
+		return out, err
+	}
+	if !strings.HasSuffix(data, ".sql") {
+		return out, fmt.Errorf("%w: %s: only a .sql file loads into a schema", ErrDataset, data)
+	}
+	b, err := os.ReadFile(data)
+	if err != nil {
+		return out, fmt.Errorf("%w: %w", ErrDataset, err)
+	}
+	ident := pgx.Identifier{schema}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return out, fmt.Errorf("load %s: create schema %s: %w", db, schema, err)
+	}
+	sql := publicRef.ReplaceAllLiteralString(string(b), ident+".")
+	if _, err := conn.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return out, fmt.Errorf("load %s: %s: %w", db, data, err)
+	}
+	if meta != "" {
+		n, gloss, err := applyMetadata(ctx, conn, meta, schema)
+		if err != nil {
+			return out, fmt.Errorf("load %s: %w", db, err)
+		}
+		out.Comments, out.Glossary = n, gloss
 	}
 	return out, nil
 }
@@ -179,8 +250,9 @@ func readMeta(path string) (*metadata, error) {
 }
 
 // applyMetadata loads column descriptions as COMMENT ON COLUMN (the catalog
-// reads comments) and returns the glossary text.
-func applyMetadata(ctx context.Context, conn *pgx.Conn, path string) (int, string, error) {
+// reads comments) on the tables of schema (unqualified: the search path
+// when "") and returns the glossary text.
+func applyMetadata(ctx context.Context, conn *pgx.Conn, path, schema string) (int, string, error) {
 	m, err := readMeta(path)
 	if err != nil {
 		return 0, "", err
@@ -197,7 +269,11 @@ func applyMetadata(ctx context.Context, conn *pgx.Conn, path string) (int, strin
 			if strings.TrimSpace(c.Description) == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "COMMENT ON COLUMN %s IS %s;\n", pgx.Identifier{t, c.Name}.Sanitize(), quoteLiteral(c.Description))
+			col := pgx.Identifier{t, c.Name}
+			if schema != "" {
+				col = pgx.Identifier{schema, t, c.Name}
+			}
+			fmt.Fprintf(&b, "COMMENT ON COLUMN %s IS %s;\n", col.Sanitize(), quoteLiteral(c.Description))
 			n++
 		}
 	}
@@ -223,6 +299,31 @@ func glossaryText(raw json.RawMessage) string {
 		return strings.TrimSpace(strings.Join(list, "\n"))
 	}
 	return ""
+}
+
+// GlossaryEntry is one entry of a glossary.
+type GlossaryEntry struct {
+	Term       string // "" when the line names none
+	Definition string
+}
+
+// GlossaryEntries splits glossary text into its entries: one per non-empty
+// line, written "- term: definition" (the list mark is optional; a line
+// without a colon is a definition with no term).
+func GlossaryEntries(text string) []GlossaryEntry {
+	var out []GlossaryEntry
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "-*"))
+		if line == "" {
+			continue
+		}
+		term, def, ok := strings.Cut(line, ":")
+		if !ok {
+			term, def = "", line
+		}
+		out = append(out, GlossaryEntry{Term: strings.TrimSpace(term), Definition: strings.TrimSpace(def)})
+	}
+	return out
 }
 
 // quoteLiteral quotes s as a standard SQL string literal.
