@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -353,9 +354,13 @@ const (
 // tableScores scores every table for the question.
 func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, descs []descindex.Hit) []float64 {
 	sc := make([]float64, len(lx.tables))
+	// Terms and value hits are summed in sorted order: float sums depend on
+	// their order, and a map's order would make near-ties, and so the
+	// tables shown, differ from one ask to the next.
+	terms := slices.Sorted(maps.Keys(q))
 	for i := range lx.tables {
 		lt := &lx.tables[i]
-		for w := range q {
+		for _, w := range terms {
 			switch {
 			case slices.Contains(lt.name, w):
 				sc[i] += weightName * lx.idf[w]
@@ -372,9 +377,9 @@ func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, des
 		k := m.Keyword + "\x00" + m.Schema + "." + m.Table
 		best[k] = max(best[k], m.Score)
 	}
-	for k, v := range best {
+	for _, k := range slices.Sorted(maps.Keys(best)) {
 		if i, ok := lx.index[k[strings.IndexByte(k, 0)+1:]]; ok {
-			sc[i] += weightValue * v
+			sc[i] += weightValue * best[k]
 		}
 	}
 	for rank, h := range descs {

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -390,5 +391,40 @@ func TestNamedTables(t *testing.T) {
 	}
 	if want := []string{"scholar.writes", "scholar.author"}; !slices.Equal(got, want) {
 		t.Errorf("namedTables = %q, want %q", got, want)
+	}
+}
+
+// Tables that match the same question terms get exactly the same score
+// on every ask, so ties keep the catalog's order instead of one that
+// changes with how a map happens to be iterated.
+func TestTableScoresDeterministic(t *testing.T) {
+	s := &catalog.Schema{}
+	add := func(name string, cols ...string) {
+		tb := catalog.Table{Schema: "public", Name: name, Kind: catalog.KindTable, RowEstimate: 10}
+		for _, c := range cols {
+			tb.Columns = append(tb.Columns, col(c, "integer", ""))
+		}
+		s.Tables = append(s.Tables, tb)
+	}
+	// Six tied tables, each with every term; filler tables make the terms'
+	// document frequencies (so their weights) differ.
+	for i := 0; i < 6; i++ {
+		add(fmt.Sprintf("tied%d", i), "alpha", "bravo", "charlie", "delta", "echo")
+	}
+	for i, cols := range [][]string{{"alpha"}, {"alpha"}, {"alpha", "bravo"}, {"charlie"}, {"delta"}, {"delta", "echo"}} {
+		add(fmt.Sprintf("filler%d", i), cols...)
+	}
+	for i := 0; i < 12; i++ {
+		add(fmt.Sprintf("other%d", i), "zulu")
+	}
+	lx := buildLexicon(s)
+	q := questionTerms("alpha bravo charlie delta echo", nil)
+	for run := 0; run < 50; run++ {
+		sc := lx.tableScores(q, nil, nil)
+		for i := 1; i < 6; i++ {
+			if sc[i] != sc[0] {
+				t.Fatalf("run %d: tied%d scores %v, tied0 %v", run, i, sc[i], sc[0])
+			}
+		}
 	}
 }
