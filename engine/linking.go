@@ -300,7 +300,9 @@ func (lx *lexicon) buildJoins(s *catalog.Schema) {
 			}
 		}
 	}
-	for k, ts := range byCol {
+	// In sorted order: the adjacency order decides between equal bridges.
+	for _, k := range slices.Sorted(maps.Keys(byCol)) {
+		ts := byCol[k]
 		if len(ts) < 2 {
 			continue
 		}

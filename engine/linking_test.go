@@ -428,3 +428,33 @@ func TestTableScoresDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// Joins found by shared key columns are linked in the same order on every
+// build, so a tie between two bridge tables is decided the same way.
+func TestLexiconJoinsDeterministic(t *testing.T) {
+	s := &catalog.Schema{}
+	add := func(name string, cols ...string) {
+		tb := catalog.Table{Schema: "public", Name: name, Kind: catalog.KindTable, RowEstimate: 10}
+		for _, c := range cols {
+			tb.Columns = append(tb.Columns, col(c, "integer", ""))
+		}
+		s.Tables = append(s.Tables, tb)
+	}
+	add("flight", "flight_id", "leg_id")
+	add("airport", "airport_code", "zone_code")
+	// Four bridges between flight and airport, each by other key columns.
+	add("stop", "flight_id", "airport_code")
+	add("leg", "leg_id", "airport_code")
+	add("service", "flight_id", "zone_code")
+	add("zone", "leg_id", "zone_code")
+	first := fmt.Sprint(buildLexicon(s).adj)
+	for run := 0; run < 30; run++ {
+		if got := fmt.Sprint(buildLexicon(s).adj); got != first {
+			t.Fatalf("build %d: joins %s, first build %s", run, got, first)
+		}
+	}
+	lx := buildLexicon(s)
+	if b := lx.bridge(0, 1, make([]float64, len(s.Tables)), map[int]bool{}); b < 2 {
+		t.Fatalf("bridge between flight and airport = %d", b)
+	}
+}
