@@ -81,6 +81,7 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 	for _, s := range slots {
 		cands = append(cands, s...)
 	}
+	a.cands = cands
 	if len(cands) == 0 || !anyUsable(cands) && !anyUnanswerable(cands) {
 		if fatal != nil {
 			return nil, fatal

@@ -165,6 +165,7 @@ type ask struct {
 	budget  *budget
 	exec    Executor // req.Exec, one statement at a time
 	in      GenInput // prompt material, fixed once the schema is selected
+	cands   []*Candidate
 }
 
 // Translate runs the pipeline for one question.
@@ -191,7 +192,7 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
 			zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", req.Question),
 			zap.Object("trace", a.trace), zap.Error(err))
-		return nil, err
+		return nil, &Failed{Err: err, Trace: a.trace, Role: a.role(), Profile: prof.Name, Candidates: a.cands}
 	}
 	res.Trace = a.trace
 	res.Role = a.role()

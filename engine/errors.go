@@ -45,6 +45,21 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Failed wraps the error of an ask that got past choosing its profile with
+// what the ask did until it failed, for audit logs, metrics and the admin
+// page: its trace (stages, model calls, tokens), role, profile and the
+// candidates made. errors.Is/As see through it to Err.
+type Failed struct {
+	Err        error
+	Trace      *Trace
+	Role       string
+	Profile    string
+	Candidates []*Candidate
+}
+
+func (f *Failed) Error() string { return f.Err.Error() }
+func (f *Failed) Unwrap() error { return f.Err }
+
 // ErrFailedTransaction: the client's transaction is aborted; nothing can run
 // until it ends, so neither can a trial run.
 var ErrFailedTransaction = &Error{

@@ -494,7 +494,8 @@ func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
 	defer release()
 	tr, err := s.translate(m)
 	if err != nil {
-		return Translation{}, translatorError(err)
+		// The report of a failed ask (what the engine did) is kept for OnAsk.
+		return Translation{Report: tr.Report}, translatorError(err)
 	}
 	if tr.Rows == nil && tr.Statement.IsZero() {
 		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned no statement"}

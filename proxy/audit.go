@@ -120,7 +120,7 @@ type AskRecord struct {
 	BackendPID uint32
 	Kind       MarkerKind
 	Question   string
-	Report     *AskReport // nil when the engine gave no answer
+	Report     *AskReport // nil when the engine did not get to work (or gave no account)
 	Err        *PgError   // nil when answered
 }
 
@@ -144,9 +144,7 @@ func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *Pg
 		Time: start, Duration: time.Since(start), User: s.user, Database: s.database, Client: s.clientAddr,
 		BackendPID: pid, Kind: m.Kind, Question: m.Question, Err: perr,
 	}
-	if perr == nil {
-		rec.Report = tr.Report
-	}
+	rec.Report = tr.Report // a failed ask's too: what the engine did before it failed
 	s.srv.OnAsk(rec)
 }
 
@@ -201,7 +199,7 @@ func (a *AuditLog) Record(r *AskRecord) error {
 	}
 	if rep := r.Report; rep != nil {
 		l.Role, l.SQL, l.Profile, l.Cached = rep.Role, rep.SQL, rep.Profile, rep.Cached
-		if rep.Confidence >= 0 && !rep.Cached {
+		if rep.Confidence >= 0 {
 			c := rep.Confidence
 			l.Confidence = &c
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/proxy"
 
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 )
@@ -351,5 +352,31 @@ func TestOllamaHostFlag(t *testing.T) {
 		if cfg.Engine.OllamaHost != tc.want {
 			t.Errorf("env %q args %v: hosts %q, want %q", tc.env, tc.args, cfg.Engine.OllamaHost, tc.want)
 		}
+	}
+}
+
+func TestAskMetrics(t *testing.T) {
+	refused := []proxy.AskStage{{Name: "generate", Note: "divide"}, {Name: "check", Note: "guard: DELETE is not allowed"}}
+	for _, tc := range []struct {
+		name    string
+		rec     proxy.AskRecord
+		outcome string
+		guard   bool
+		stages  int
+	}{
+		{"answered", proxy.AskRecord{Report: &proxy.AskReport{Profile: "max", Stages: refused[:1]}}, "answered", false, 1},
+		{"answered after a refusal", proxy.AskRecord{Report: &proxy.AskReport{Profile: "max", Stages: refused}}, "answered", true, 2},
+		{"failed after refusals", proxy.AskRecord{Err: &proxy.PgError{Code: "42501"}, Report: &proxy.AskReport{Profile: "fast", Stages: refused}}, "failed", true, 2},
+		{"failed before the engine worked", proxy.AskRecord{Err: &proxy.PgError{Code: "53400"}}, "failed", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := askMetrics(&tc.rec)
+			if a.Outcome != tc.outcome || a.Guard != tc.guard || len(a.Stages) != tc.stages {
+				t.Errorf("outcome %q, guard %v, %d stages; want %q, %v, %d", a.Outcome, a.Guard, len(a.Stages), tc.outcome, tc.guard, tc.stages)
+			}
+			if tc.rec.Err != nil && a.SQLState != tc.rec.Err.Code {
+				t.Errorf("sqlstate %q", a.SQLState)
+			}
+		})
 	}
 }

@@ -62,6 +62,12 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		Profile:  req.Marker.Profile,
 	})
 	if err != nil {
+		// What the failed ask did (stages, model calls, candidates) still
+		// reaches the audit log, the metrics and the admin page.
+		var f *engine.Failed
+		if errors.As(err, &f) {
+			return proxy.Translation{Report: failedReport(f)}, toPgError(err)
+		}
 		return proxy.Translation{}, toPgError(err)
 	}
 	// People see the SQL as written; in a client encoding other than UTF-8
@@ -93,19 +99,36 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 // log, metrics and admin page.
 func report(res *engine.Result) *proxy.AskReport {
 	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
-	for i, c := range res.Candidates {
+	addCandidates(r, res.Candidates, res.Chosen)
+	addTrace(r, res.Trace)
+	return r
+}
+
+// failedReport is the same account of an ask that failed: no SQL, no
+// confidence.
+func failedReport(f *engine.Failed) *proxy.AskReport {
+	r := &proxy.AskReport{Role: f.Role, Profile: f.Profile, Confidence: -1}
+	addCandidates(r, f.Candidates, -1)
+	addTrace(r, f.Trace)
+	return r
+}
+
+func addCandidates(r *proxy.AskReport, cands []*engine.Candidate, chosen int) {
+	for i, c := range cands {
 		r.Candidates = append(r.Candidates, proxy.AskCandidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
-			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == res.Chosen})
+			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == chosen})
 	}
-	if res.Trace == nil {
-		return r
+}
+
+func addTrace(r *proxy.AskReport, tr *engine.Trace) {
+	if tr == nil {
+		return
 	}
-	r.LLMCalls, r.PromptTokens, r.CompletionTokens = res.Trace.LLMCalls()
-	for _, st := range res.Trace.Snapshot() {
+	r.LLMCalls, r.PromptTokens, r.CompletionTokens = tr.LLMCalls()
+	for _, st := range tr.Snapshot() {
 		r.Stages = append(r.Stages, proxy.AskStage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
 			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
 	}
-	return r
 }
 
 func str(s string) *string { return &s }

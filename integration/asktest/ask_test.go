@@ -140,6 +140,21 @@ func testWritesRejected(t *testing.T, f *fixture) {
 		if n := f.chatCalls(); n != 4 {
 			t.Errorf("%v: LLM chat requests = %d, want 4 (fast profile: keywords, candidate, 2 fixes)", mode, n)
 		}
+		// The failed ask is reported with what it did: the model calls it
+		// spent and the guard's refusals (audit log, metrics, admin page).
+		r := f.lastAsk()
+		if r == nil || r.Outcome() != "failed" || r.Err == nil || r.Err.Code != "42501" || r.Report == nil {
+			t.Fatalf("%v: reported ask %+v", mode, r)
+		}
+		guardNotes := 0
+		for _, st := range r.Report.Stages {
+			if strings.HasPrefix(st.Note, "guard:") {
+				guardNotes++
+			}
+		}
+		if r.Report.LLMCalls != 4 || guardNotes != 3 || r.Report.Profile != "fast" || r.Report.SQL != "" || r.Report.Confidence != -1 || len(r.Report.Candidates) != 1 {
+			t.Errorf("%v: report of the failed ask: %d calls, %d guard refusals, %+v", mode, r.Report.LLMCalls, guardNotes, r.Report)
+		}
 		assertUsable(ctx, t, c)
 	}
 	if after := f.direct(t, count); after != before {

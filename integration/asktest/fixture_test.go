@@ -63,6 +63,19 @@ type fixture struct {
 	cats    *catalog.Manager
 	proxy   string // address of the default proxy
 	admin   *pgx.Conn
+
+	asksMu sync.Mutex
+	asks   []*proxy.AskRecord // every settled ask, as the proxy reports it (OnAsk)
+}
+
+// lastAsk is the most recent ask the proxy reported.
+func (f *fixture) lastAsk() *proxy.AskRecord {
+	f.asksMu.Lock()
+	defer f.asksMu.Unlock()
+	if len(f.asks) == 0 {
+		return nil
+	}
+	return f.asks[len(f.asks)-1]
 }
 
 // observer serves the fake Ollama and counts requests whose client went
@@ -183,6 +196,11 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
 		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
+		OnAsk: func(r *proxy.AskRecord) {
+			f.asksMu.Lock()
+			f.asks = append(f.asks, r)
+			f.asksMu.Unlock()
+		},
 	}
 	return clienttest.ServeProxy(t, srv)
 }

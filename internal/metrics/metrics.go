@@ -78,7 +78,7 @@ func New() *Metrics {
 		cacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "translation_cache_lookups_total",
 			Help: "Asks answered from the translation cache (hit) or by the model (miss)."}, []string{"result"}),
 		guardRejects: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "guard_rejections_total",
-			Help: "Answered asks in which the guard refused at least one candidate SQL."}),
+			Help: "Asks, answered or failed, in which the guard refused at least one candidate SQL."}),
 		llmCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_calls_total",
 			Help: "Model calls by model, Ollama server and result (ok, error)."}, []string{"model", "server", "result"}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "llm_tokens_total",

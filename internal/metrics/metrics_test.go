@@ -60,7 +60,7 @@ nlproxy_catalog_tables{database="shop"} 7
 # HELP nlproxy_catalog_last_refresh_timestamp_seconds When the catalog last checked the database's schema successfully.
 # TYPE nlproxy_catalog_last_refresh_timestamp_seconds gauge
 nlproxy_catalog_last_refresh_timestamp_seconds{database="shop"} 1.7e+09
-# HELP nlproxy_guard_rejections_total Answered asks in which the guard refused at least one candidate SQL.
+# HELP nlproxy_guard_rejections_total Asks, answered or failed, in which the guard refused at least one candidate SQL.
 # TYPE nlproxy_guard_rejections_total counter
 nlproxy_guard_rejections_total 1
 # HELP nlproxy_translation_cache_lookups_total Asks answered from the translation cache (hit) or by the model (miss).
