@@ -240,7 +240,7 @@ func anyUnanswerable(cs []*Candidate) bool {
 // noUsableSQL is the error when every candidate failed.
 func noUsableSQL(rounds int, cands []*Candidate) error {
 	last := "was not produced"
-	guardOnly := len(cands) > 0
+	guardOnly, deniedOnly := len(cands) > 0, len(cands) > 0
 	for _, c := range cands {
 		if c.Problem != "" {
 			last = c.Problem
@@ -248,11 +248,20 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 		if !strings.HasPrefix(c.Problem, "rejected by the guard") {
 			guardOnly = false
 		}
+		if c.Code != CodeInsufficientPriv {
+			deniedOnly = false
+		}
 	}
 	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
-	if guardOnly {
+	switch {
+	case guardOnly:
 		code = CodeInsufficientPriv
 		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint
+	case deniedOnly:
+		// Every attempt read something the asking role may not: that, not
+		// the wording, is what stands in the way.
+		code = CodeInsufficientPriv
+		hint = "The question needs data your role may not read; ask its owner for SELECT, or ask about tables you can read."
 	}
 	msg := fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", rounds, last)
 	if len(cands) > 1 {

@@ -478,7 +478,10 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			}
 			softFixed = true
 		}
-		c.SQL, c.Problem = sql, prob.String()
+		c.SQL, c.Problem, c.Code = sql, prob.String(), ""
+		if prob.ExecErr != nil {
+			c.Code = prob.ExecErr.Code
+		}
 		if round >= rounds || fixer == nil {
 			break
 		}

@@ -23,6 +23,9 @@ type Candidate struct {
 	// Problem says why it is not usable, or what is doubtful about it
 	// ("returned no rows"); "" for a clean candidate.
 	Problem string
+	// Code is the SQLSTATE its last trial run failed with ("" when it did
+	// not fail on the server).
+	Code string
 	// Usable: it passed the guard and its trial run raised no error.
 	Usable bool
 	// Unanswerable: the generator said the data cannot answer the question

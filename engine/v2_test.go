@@ -314,3 +314,26 @@ func TestResultKey(t *testing.T) {
 		t.Error("midnight timestamp differs from its date")
 	}
 }
+
+func TestNoUsableSQLCode(t *testing.T) {
+	denied := &Candidate{Problem: "failed: permission denied for table payroll", Code: CodeInsufficientPriv}
+	guarded := &Candidate{Problem: "rejected by the guard: DELETE is not allowed"}
+	broken := &Candidate{Problem: "failed: column nope does not exist", Code: "42703"}
+	for _, tc := range []struct {
+		name  string
+		cands []*Candidate
+		code  string
+	}{
+		{"every attempt was refused by the guard", []*Candidate{guarded, guarded}, CodeInsufficientPriv},
+		{"every attempt read what the role may not", []*Candidate{denied, denied}, CodeInsufficientPriv},
+		{"one attempt was merely wrong", []*Candidate{denied, broken}, CodeNoUsableSQL},
+		{"nothing was produced", nil, CodeNoUsableSQL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ee *Error
+			if err := noUsableSQL(2, tc.cands); !errors.As(err, &ee) || ee.Code != tc.code || !errors.Is(err, ErrNoUsableSQL) {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+		})
+	}
+}

@@ -314,6 +314,9 @@ func TestAskAll(t *testing.T) {
 			}
 		}
 		contains(t, "notices", strings.Join(c.Notices(), "\n"), "step 1, database us: no SQL: ", "permission denied for table payroll (SQLSTATE 42501)", "step 2, database eu: "+marchSQL)
+		// The step fails as the permission problem it is (42501), not as
+		// "no usable SQL" (42N01): rewording would not help.
+		contains(t, "notices", strings.Join(c.Notices(), "\n"), "payroll (SQLSTATE 42501) (SQLSTATE 42501)")
 		for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 			for _, m := range r.Messages {
 				if strings.Contains(m.Content, secret) {
