@@ -280,7 +280,35 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 		e.Logger.Warn("remembered pairs unavailable", zap.String("database", a.req.Database), zap.Error(err))
 		return nil
 	}
-	return similarPairs(a.req.Question, pairs, maxExamples, func(p Pair) bool { return e.pairUsable(a, p) })
+	usable := func(p Pair) bool { return e.pairUsable(a, p) }
+	sp, ok := e.Pairs.(SimilarPairStore)
+	if !ok {
+		return similarPairs(a.req.Question, pairs, maxExamples, usable)
+	}
+	// Nearest in meaning first; pairs that share words fill what is left.
+	// Candidates beyond maxExamples leave room for those the asker may not
+	// see.
+	near, err := sp.SimilarPairs(ctx, a.req.Database, a.req.Question, 4*maxExamples)
+	if err != nil && !errors.Is(err, ErrNoEmbedder) {
+		e.Logger.Debug("pairs ranked by words only", zap.String("database", a.req.Database), zap.Error(err))
+	}
+	var out []prompts.Example
+	seen := map[string]bool{}
+	add := func(q, sql string) {
+		if k := NormalizeQuestion(q) + "\x00" + sql; len(out) < maxExamples && !seen[k] {
+			seen[k] = true
+			out = append(out, prompts.Example{Question: q, SQL: sql})
+		}
+	}
+	for _, p := range near {
+		if usable(p) {
+			add(p.Question, p.SQL)
+		}
+	}
+	for _, ex := range similarPairs(a.req.Question, pairs, maxExamples, usable) {
+		add(ex.Question, ex.SQL)
+	}
+	return out
 }
 
 // pairUsable: a pair is shown to the role that asked it (operator pairs to

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/embedding"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -39,23 +42,54 @@ type PairStore interface {
 	Pairs(ctx context.Context, database string) ([]Pair, error)
 }
 
+// SimilarPairStore is a PairStore that can also rank its pairs by how near
+// their questions are in meaning (an embedding model): the examples a
+// prompt shows are then the k nearest, as DAIL-SQL picks them, rather than
+// those sharing the most words. An error (no embedding model, the model
+// down) makes the engine fall back to words.
+type SimilarPairStore interface {
+	PairStore
+	SimilarPairs(ctx context.Context, database, question string, k int) ([]Pair, error)
+}
+
+// ErrNoEmbedder: the pair store has no embedding model to rank by meaning.
+var ErrNoEmbedder = errors.New("engine: no embedding model for similar pairs")
+
 // maxPairsPerDatabase bounds what MemoryPairs keeps per database (oldest
 // accepted pairs go first; operator pairs are kept).
 const maxPairsPerDatabase = 1000
 
-// MemoryPairs is an in-process PairStore. Safe for concurrent use.
+// MemoryPairs is an in-process PairStore; with an Embedder it is also a
+// SimilarPairStore. Safe for concurrent use.
 type MemoryPairs struct {
+	// Embedder, when set (before first use), embeds each pair's question
+	// as it is added, for SimilarPairs.
+	Embedder embedding.Embedder
+
 	mu sync.Mutex
-	db map[string][]Pair
+	db map[string][]memPair
+}
+
+type memPair struct {
+	Pair
+	vec []float32 // nil: not embedded (no embedder, or it failed)
 }
 
 // AddPair implements PairStore; a pair with the same normalized question
 // and role replaces the earlier one.
-func (s *MemoryPairs) AddPair(_ context.Context, database string, p Pair) error {
+func (s *MemoryPairs) AddPair(ctx context.Context, database string, p Pair) error {
+	mp := memPair{Pair: p}
+	if s.Embedder != nil {
+		// Outside the lock: a slow model must not hold up other asks. A
+		// failure only leaves this pair to the word ranking.
+		if vs, err := s.Embedder.Embed(ctx, []string{p.Question}); err == nil && len(vs) == 1 {
+			mp.vec = vs[0]
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.db == nil {
-		s.db = map[string][]Pair{}
+		s.db = map[string][]memPair{}
 	}
 	list := s.db[database]
 	nq := NormalizeQuestion(p.Question)
@@ -64,11 +98,11 @@ func (s *MemoryPairs) AddPair(_ context.Context, database string, p Pair) error 
 			if list[i].Source == PairOperator && p.Source != PairOperator {
 				return nil // an operator's pair is not overwritten by usage
 			}
-			list[i] = p
+			list[i] = mp
 			return nil
 		}
 	}
-	list = append(list, p)
+	list = append(list, mp)
 	if len(list) > maxPairsPerDatabase {
 		for i := range list {
 			if list[i].Source != PairOperator {
@@ -85,7 +119,44 @@ func (s *MemoryPairs) AddPair(_ context.Context, database string, p Pair) error 
 func (s *MemoryPairs) Pairs(_ context.Context, database string) ([]Pair, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Pair(nil), s.db[database]...), nil
+	out := make([]Pair, 0, len(s.db[database]))
+	for _, mp := range s.db[database] {
+		out = append(out, mp.Pair)
+	}
+	return out, nil
+}
+
+// SimilarPairs implements SimilarPairStore: the k embedded pairs nearest
+// to question by cosine similarity, nearest first.
+func (s *MemoryPairs) SimilarPairs(ctx context.Context, database, question string, k int) ([]Pair, error) {
+	if s.Embedder == nil {
+		return nil, ErrNoEmbedder
+	}
+	vs, err := s.Embedder.Embed(ctx, []string{question})
+	if err != nil {
+		return nil, fmt.Errorf("engine: embed the question: %w", err)
+	}
+	if len(vs) != 1 {
+		return nil, fmt.Errorf("engine: embed the question: %d vectors for 1 text", len(vs))
+	}
+	type scored struct {
+		p   Pair
+		sim float32
+	}
+	s.mu.Lock()
+	var all []scored
+	for _, mp := range s.db[database] {
+		if mp.vec != nil {
+			all = append(all, scored{mp.Pair, embedding.Cosine(vs[0], mp.vec)})
+		}
+	}
+	s.mu.Unlock()
+	sort.SliceStable(all, func(i, j int) bool { return all[i].sim > all[j].sim })
+	out := make([]Pair, 0, min(k, len(all)))
+	for i := 0; i < len(all) && i < k; i++ {
+		out = append(out, all[i].p)
+	}
+	return out, nil
 }
 
 // maxExamples is how many remembered pairs a prompt shows.

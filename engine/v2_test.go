@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
@@ -278,6 +279,69 @@ func TestRememberedPairs(t *testing.T) {
 	}
 	if !accepted {
 		t.Fatalf("pairs = %+v, want the re-run question accepted", pairs)
+	}
+}
+
+// With an embedding model, remembered pairs are ranked by meaning: a pair
+// that shares no word with the question (so the word ranking shows
+// nothing) is still shown when its question is the nearest.
+func TestRememberedPairsByEmbedding(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["citywide"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	const question = "citywide?"
+	for _, tc := range []struct {
+		name     string
+		embedder bool
+		want     []string // SQL of the examples shown, in order
+	}{
+		{"words only", false, nil},
+		{"by meaning", true, []string{"SELECT city, sum(amount) FROM sales JOIN stores ON stores.id = sales.store_id GROUP BY city", "SELECT count(*) FROM sales"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := f.engine(t)
+			mp := &MemoryPairs{}
+			if tc.embedder {
+				client, err := llm.New(llm.Config{Host: f.fake.URL(), Models: map[llm.Role]string{llm.RoleGenerator: "coder:7b"}, MaxRetries: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mp.Embedder = llm.NewEmbedder(client, "nomic-embed-text")
+			}
+			eng.Pairs = mp
+			for _, p := range [][2]string{
+				{"Sales per city", "SELECT city, sum(amount) FROM sales JOIN stores ON stores.id = sales.store_id GROUP BY city"},
+				{"How many sales were there?", "SELECT count(*) FROM sales"},
+			} {
+				if err := eng.AddPair(ctx, "postgres", p[0], p[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.fake.Reset()
+			if _, err := eng.Translate(ctx, f.request(question)); err != nil {
+				t.Fatal(err)
+			}
+			var prompt string
+			for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+				if p := r.Messages[len(r.Messages)-1].Content; strings.Contains(p, candidatePrompt) || strings.Contains(r.System, candidatePrompt) {
+					prompt = r.System + "\n" + p
+				}
+			}
+			last := -1
+			for _, sql := range tc.want {
+				i := strings.Index(prompt, "SQL: "+sql)
+				if i < 0 || i < last {
+					t.Fatalf("example %q missing or out of order in:\n%s", sql, prompt)
+				}
+				last = i
+			}
+			if tc.want == nil && strings.Contains(prompt, "FROM sales") {
+				t.Errorf("an example reached the prompt without an embedding model:\n%s", prompt)
+			}
+		})
 	}
 }
 

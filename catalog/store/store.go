@@ -356,7 +356,7 @@ func (s *Store) Pairs(ctx context.Context, database string) ([]engine.Pair, erro
 // (cosine) to question's: in Postgres with pgvector, else here.
 func (s *Store) SimilarPairs(ctx context.Context, database, question string, k int) ([]engine.Pair, error) {
 	if s.emb == nil {
-		return nil, errors.New("catalog store: no embedder configured")
+		return nil, fmt.Errorf("catalog store: %w", engine.ErrNoEmbedder)
 	}
 	vs, err := s.emb.Embed(ctx, []string{question})
 	if err != nil || len(vs) != 1 {

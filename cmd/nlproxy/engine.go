@@ -123,6 +123,11 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		DatabaseProfiles: ec.DatabaseProfiles,
 		Parallel:         ec.Parallel,
 	}
+	if ec.EmbedModel != "" {
+		// Remembered pairs are then ranked by meaning (a catalog store,
+		// when configured, takes their place with its own embeddings).
+		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, ec.EmbedModel)}
+	}
 	// The max profile's last stage, as configured.
 	stage := ec.Optimize.optimizer()
 	stage.MinCost = ec.Optimize.MinCost
