@@ -394,18 +394,21 @@ func TestNamedTables(t *testing.T) {
 	}
 }
 
+// intTable is a table of integer columns in schema public.
+func intTable(name string, cols ...string) catalog.Table {
+	tb := catalog.Table{Schema: "public", Name: name, Kind: catalog.KindTable, RowEstimate: 10}
+	for _, c := range cols {
+		tb.Columns = append(tb.Columns, col(c, "integer", ""))
+	}
+	return tb
+}
+
 // Tables that match the same question terms get exactly the same score
 // on every ask, so ties keep the catalog's order instead of one that
 // changes with how a map happens to be iterated.
 func TestTableScoresDeterministic(t *testing.T) {
 	s := &catalog.Schema{}
-	add := func(name string, cols ...string) {
-		tb := catalog.Table{Schema: "public", Name: name, Kind: catalog.KindTable, RowEstimate: 10}
-		for _, c := range cols {
-			tb.Columns = append(tb.Columns, col(c, "integer", ""))
-		}
-		s.Tables = append(s.Tables, tb)
-	}
+	add := func(name string, cols ...string) { s.Tables = append(s.Tables, intTable(name, cols...)) }
 	// Six tied tables, each with every term; filler tables make the terms'
 	// document frequencies (so their weights) differ.
 	for i := 0; i < 6; i++ {
@@ -433,13 +436,7 @@ func TestTableScoresDeterministic(t *testing.T) {
 // build, so a tie between two bridge tables is decided the same way.
 func TestLexiconJoinsDeterministic(t *testing.T) {
 	s := &catalog.Schema{}
-	add := func(name string, cols ...string) {
-		tb := catalog.Table{Schema: "public", Name: name, Kind: catalog.KindTable, RowEstimate: 10}
-		for _, c := range cols {
-			tb.Columns = append(tb.Columns, col(c, "integer", ""))
-		}
-		s.Tables = append(s.Tables, tb)
-	}
+	add := func(name string, cols ...string) { s.Tables = append(s.Tables, intTable(name, cols...)) }
 	add("flight", "flight_id", "leg_id")
 	add("airport", "airport_code", "zone_code")
 	// Four bridges between flight and airport, each by other key columns.

@@ -346,6 +346,16 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 			*dst = n
 		}
 	}
+	float := func(key string, dst *float64) {
+		if v := getenv(key); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				fail(key, err)
+				return
+			}
+			*dst = f
+		}
+	}
 	boolean := func(key string, dst *bool) {
 		if v := getenv(key); v != "" {
 			b, err := strconv.ParseBool(v)
@@ -429,9 +439,14 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	if err := askAllEnv(&e.AskAll, getenv); err != nil {
 		fail("ask-all", err)
 	}
-	if err := applyOptimizeEnv(&e.Optimize, getenv); err != nil && firstErr == nil {
-		firstErr = err
-	}
+	o := &e.Optimize
+	integer("NLPROXY_OPTIMIZE_TOLERANCE", &o.Tolerance)
+	integer("NLPROXY_OPTIMIZE_RUNS", &o.Runs)
+	integer("NLPROXY_OPTIMIZE_MAX_CALLS", &o.MaxCalls)
+	integer("NLPROXY_OPTIMIZE_TIMING_RUNS", &o.TimingRuns)
+	float("NLPROXY_OPTIMIZE_MIN_GAIN", &o.MinGain)
+	float("NLPROXY_OPTIMIZE_MIN_COST", &o.MinCost)
+	duration("NLPROXY_OPTIMIZE_MIN_SAVING", &o.MinSaving)
 	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
@@ -52,42 +51,6 @@ func registerOptimizeFlags(fs *flag.FlagSet, o *OptimizeConfig) {
 	fs.Float64Var(&o.MinGain, "optimize-min-gain", o.MinGain, "optimizer: least measured gain that counts as faster, 0.1 = 10% (env NLPROXY_OPTIMIZE_MIN_GAIN)")
 	fs.Var(&o.MinSaving, "optimize-min-saving", "optimizer: least time per run a rewrite must save to count as faster; 0 = no floor (env NLPROXY_OPTIMIZE_MIN_SAVING)")
 	fs.Float64Var(&o.MinCost, "optimize-min-cost", o.MinCost, "max profile: planner cost from which a settled query goes through the optimizer (env NLPROXY_OPTIMIZE_MIN_COST)")
-}
-
-func applyOptimizeEnv(o *OptimizeConfig, getenv func(string) string) error {
-	var errs []error
-	integer := func(key string, dst *int) {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", key, err))
-				return
-			}
-			*dst = n
-		}
-	}
-	float := func(key string, dst *float64) {
-		if v := getenv(key); v != "" {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", key, err))
-				return
-			}
-			*dst = f
-		}
-	}
-	integer("NLPROXY_OPTIMIZE_TOLERANCE", &o.Tolerance)
-	integer("NLPROXY_OPTIMIZE_RUNS", &o.Runs)
-	integer("NLPROXY_OPTIMIZE_MAX_CALLS", &o.MaxCalls)
-	integer("NLPROXY_OPTIMIZE_TIMING_RUNS", &o.TimingRuns)
-	float("NLPROXY_OPTIMIZE_MIN_GAIN", &o.MinGain)
-	float("NLPROXY_OPTIMIZE_MIN_COST", &o.MinCost)
-	if v := getenv("NLPROXY_OPTIMIZE_MIN_SAVING"); v != "" {
-		if err := o.MinSaving.Set(v); err != nil {
-			errs = append(errs, fmt.Errorf("NLPROXY_OPTIMIZE_MIN_SAVING: %w", err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (o OptimizeConfig) validate() error {
