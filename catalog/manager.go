@@ -49,7 +49,8 @@ type Manager struct {
 	// (default 10s); DDL seen by another replica reaches this one so.
 	StorePoll time.Duration
 	// OnCheck, when set, is called after each check of a database's schema
-	// with its result (unchanged, rebuilt, functions or error) and the
+	// with its result (unchanged, rebuilt, functions, loaded from the Store,
+	// or error) and the
 	// snapshot current afterwards (nil if none): metrics.
 	OnCheck func(database, result string, snap *Snapshot)
 
@@ -62,7 +63,8 @@ type Manager struct {
 }
 
 type dbState struct {
-	snap atomic.Pointer[Snapshot]
+	snap   atomic.Pointer[Snapshot]
+	loaded atomic.Pointer[Snapshot] // the last snapshot taken from the Store, not built here
 	kick chan struct{} // capacity 1: pending refresh requests coalesce
 
 	mu      sync.Mutex
@@ -281,7 +283,8 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 			log.Warn("catalog refresh failed", zap.Error(err))
 		}
 		if m.OnCheck != nil {
-			m.OnCheck(database, checkResult(before, st.snap.Load(), err), st.snap.Load())
+			after := st.snap.Load()
+			m.OnCheck(database, checkResult(before, after, after != nil && after == st.loaded.Load(), err), after)
 		}
 		st.mu.Lock()
 		st.checked = time.Now()
@@ -320,18 +323,22 @@ func (m *Manager) syncFromStore(ctx context.Context, database string, st *dbStat
 	if err != nil {
 		return err
 	}
+	st.loaded.Store(snap)
 	st.snap.Store(snap)
 	log.Info("catalog snapshot loaded from the store", zap.String("fingerprint", snap.Schema.Fingerprint), zap.Int("version", snap.Version))
 	return nil
 }
 
-// checkResult names what a check did, from the snapshots before and after.
-func checkResult(before, after *Snapshot, err error) string {
+// checkResult names what a check did, from the snapshots before and after
+// (fromStore: after was loaded from the Store, another replica built it).
+func checkResult(before, after *Snapshot, fromStore bool, err error) string {
 	switch {
 	case err != nil:
 		return "error"
 	case before == after:
 		return "unchanged"
+	case fromStore:
+		return "loaded"
 	case before != nil && before.Schema.Fingerprint == after.Schema.Fingerprint:
 		return "functions"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +86,19 @@ func TestReplicasShareCatalog(t *testing.T) {
 		t.Log("pgvector absent: embeddings in a plain real[] column (the path CI tests)")
 	}
 	a, b := e.replica(t, sa), e.replica(t, sb)
+	// What replica B's checks report (the catalog_refreshes_total labels).
+	var mu sync.Mutex
+	resultsB := map[string]int{}
+	b.OnCheck = func(database, result string, _ *catalog.Snapshot) {
+		mu.Lock()
+		resultsB[result]++
+		mu.Unlock()
+	}
+	countB := func(result string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return resultsB[result]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	snapA, err := a.Get(ctx, e.data)
@@ -108,6 +122,11 @@ func TestReplicasShareCatalog(t *testing.T) {
 	waitFor(t, "replica B to converge", func() bool { s := b.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
 	if va, vb := a.Current(e.data).Version, b.Current(e.data).Version; va != vb || va <= snapA.Version {
 		t.Errorf("versions after the DDL: A %d, B %d (before %d)", va, vb, snapA.Version)
+	}
+	// B took A's new snapshot from the store: "loaded", never "rebuilt".
+	waitFor(t, "replica B to report the load", func() bool { return countB("loaded") > 0 })
+	if n := countB("rebuilt"); n != 0 {
+		t.Errorf("replica B reported %d rebuilds; it built nothing", n)
 	}
 }
 

@@ -90,7 +90,7 @@ func New() *Metrics {
 		llmHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "llm_server_up",
 			Help: "1 when the Ollama server takes requests, 0 while it is skipped as unhealthy."}, []string{"server"}),
 		catRefreshes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "catalog_refreshes_total",
-			Help: "Catalog checks by database and result (unchanged, rebuilt, functions, error)."}, []string{"database", "result"}),
+			Help: "Catalog checks by database and result (unchanged, rebuilt, functions, loaded from the catalog store, error)."}, []string{"database", "result"}),
 		catTables: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "catalog_tables",
 			Help: "Tables in the current catalog snapshot."}, []string{"database"}),
 		catVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "catalog_snapshot_version",
