@@ -65,7 +65,7 @@ type Manager struct {
 type dbState struct {
 	snap   atomic.Pointer[Snapshot]
 	loaded atomic.Pointer[Snapshot] // the last snapshot taken from the Store, not built here
-	kick chan struct{} // capacity 1: pending refresh requests coalesce
+	kick   chan struct{}            // capacity 1: pending refresh requests coalesce
 
 	mu      sync.Mutex
 	lastErr error         // result of the latest attempt while no snapshot exists
