@@ -50,8 +50,8 @@ type Marker struct {
 //	/* ask: q */       the text inside the comment, plus any text after the
 //	/* ask-sql: q */   comment (psql users type `/* ask: */ how many…;`)
 //	ASK q              "ASK" followed by whitespace; the rest is the question
-//	-- optimize: SQL   the user's SQL to optimize, in either comment form
-//	/* optimize: SQL */
+//	-- optimize: SQL   the user's SQL to optimize, in either comment form;
+//	/* optimize: SQL */ later lines are SQL as written (comments stay comments)
 //
 // Each form may name a profile right after the keyword: `-- ask(max): q`,
 // `/* ask-sql(fast): q */`, `ASK(balanced) q`.
@@ -72,6 +72,11 @@ func ParseMarker(sql string) Marker {
 		kind, profile, rest, ok := markerKeyword(sql[i+2:])
 		if !ok {
 			return Marker{}
+		}
+		if kind == MarkerOptimize {
+			// SQL: a later line starting with "--" is its own comment, and
+			// dropping the dashes would make it code (an alias, a filter).
+			return finish(kind, profile, rest)
 		}
 		return finish(kind, profile, joinCommentLines(rest))
 	case '/':

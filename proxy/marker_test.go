@@ -54,6 +54,8 @@ func TestParseMarker(t *testing.T) {
 		{"ASK (max) q", MarkerAsk, "(max) q", ""},
 		{"askfor(1)", MarkerNone, "", ""},
 		{"-- optimize: SELECT 1;", MarkerOptimize, "SELECT 1", ""},
+		{"-- optimize: SELECT a\n-- the total\nFROM t;", MarkerOptimize, "SELECT a\n-- the total\nFROM t", ""},
+		{"-- ask: how many\n-- orders", MarkerAsk, "how many\n orders", ""},
 		{"--OPTIMIZE : SELECT a\nFROM t", MarkerOptimize, "SELECT a\nFROM t", ""},
 		{"/* optimize: SELECT a FROM t WHERE b = 1 */", MarkerOptimize, "SELECT a FROM t WHERE b = 1", ""},
 		{"/* optimize: */ SELECT count(*) FROM t;", MarkerOptimize, "SELECT count(*) FROM t", ""},
