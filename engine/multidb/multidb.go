@@ -190,7 +190,11 @@ func (ans *Answer) Notices() []string {
 func ErrText(err error) string {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return fmt.Sprintf("%s (SQLSTATE %s)", ee.Message, ee.Code)
+		code := fmt.Sprintf("(SQLSTATE %s)", ee.Code)
+		if strings.HasSuffix(ee.Message, code) {
+			return ee.Message // the server's own error, quoted, already says it
+		}
+		return ee.Message + " " + code
 	}
 	var se *engine.ServerError
 	if errors.As(err, &se) {
