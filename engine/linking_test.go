@@ -340,29 +340,42 @@ func TestTranslateAliasLiteral(t *testing.T) {
 		INSERT INTO shop VALUES (1, 'Corner Books', 'CA'), (2, 'Deli', 'NY'), (3, 'Feed', 'CA');`); err != nil {
 		t.Fatal(err)
 	}
-	q := "how many shops are in California"
-	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["shops"], "entities": ["California"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM shop WHERE state = 'California'")},
-	)
-	res, err := f.engine(t).Translate(ctx, f.request(q))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(res.SQL(), "state = 'CA'") {
-		t.Errorf("SQL %q: the literal was not corrected to the stored code", res.SQL())
-	}
-	// The candidate prompt already showed the stored code for "California".
-	var prompt string
-	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
-		for _, m := range r.Messages {
-			if strings.Contains(m.Content, candidatePrompt) {
-				prompt = m.Content
+	for _, tc := range []struct {
+		name, sql, want string
+	}{
+		{"equality", "SELECT count(*) FROM shop WHERE state = 'California'", "state = 'CA'"},
+		{"pattern on a code column", "SELECT count(*) FROM shop WHERE state ILIKE '%California%'", "state ILIKE '%CA%'"},
+		// Patterns that find what they look for, or have no counterpart,
+		// stay as written.
+		{"pattern that matches", "SELECT count(*) FROM shop WHERE shop_name ILIKE '%books%' AND state = 'CA'", "shop_name ILIKE '%books%'"},
+		{"prefix without a counterpart", "SELECT count(*) FROM shop WHERE state LIKE 'Calif%'", "state LIKE 'Calif%'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.fake.SetRules(
+				fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["shops"], "entities": ["California"]}`},
+				fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply(tc.sql)},
+			)
+			f.fake.Reset()
+			res, err := f.engine(t).Translate(ctx, f.request("how many shops are in California"))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if !strings.Contains(prompt, "shop.state contains 'CA'") {
-		t.Errorf("candidate prompt does not show shop.state 'CA':\n%s", prompt)
+			if !strings.Contains(res.SQL(), tc.want) {
+				t.Errorf("SQL %q, want it to contain %q", res.SQL(), tc.want)
+			}
+			// The candidate prompt already showed the stored code for "California".
+			var prompt string
+			for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+				for _, m := range r.Messages {
+					if strings.Contains(m.Content, candidatePrompt) {
+						prompt = m.Content
+					}
+				}
+			}
+			if !strings.Contains(prompt, "shop.state contains 'CA'") {
+				t.Errorf("candidate prompt does not show shop.state 'CA':\n%s", prompt)
+			}
+		})
 	}
 }
 

@@ -16,7 +16,10 @@ const minLiteralScore = 0.6
 
 // correctLiterals replaces string literals compared with a column
 // (col = 'Los Angeles', col IN (…)) by the closest value the column really
-// stores ('LA'), using the value index. Patterns (LIKE/ILIKE) are left alone.
+// stores ('LA'), using the value index. A pattern (LIKE/ILIKE '%text%') is
+// changed only when no stored value it was compared with contains its text
+// and the data pairs the text with a code the column stores ('%California%'
+// → '%CA%'); its wildcards stay.
 func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string {
 	if a.snap == nil || a.snap.Values == nil {
 		return sql
@@ -34,7 +37,8 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 	var reps []guard.Replacement
 	var notes []string
 	for _, lit := range lits {
-		if lit.Op != "=" && lit.Op != "<>" && lit.Op != "IN" && lit.Op != "NOT IN" {
+		pattern := strings.HasSuffix(lit.Op, "LIKE")
+		if !pattern && lit.Op != "=" && lit.Op != "<>" && lit.Op != "IN" && lit.Op != "NOT IN" {
 			continue
 		}
 		for _, r := range literalTables(a.schema0, checked.Tables, lit) {
@@ -42,6 +46,13 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 			if a.sess != nil && a.sess.secured[table] {
 				// Row-level security decides what the role sees; the value
 				// index, read by the catalog role, must not say what exists.
+				break
+			}
+			if pattern {
+				if value, ok := e.correctPattern(ctx, a, table, lit); ok {
+					reps = append(reps, guard.Replacement{Literal: lit, Value: value})
+					notes = append(notes, fmt.Sprintf("%s.%s: pattern '%s' → '%s' (the data's code)", table, lit.Column, lit.Value, value))
+				}
 				break
 			}
 			matches := a.snap.Values.Closest(ctx, table, lit.Column, lit.Value, 1)
@@ -65,6 +76,37 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 	}
 	st.Note = strings.Join(notes, "; ")
 	return guard.ReplaceLiterals(sql, reps)
+}
+
+// correctPattern is the pattern with its text replaced by the code the data
+// pairs it with, when the column's stored values near the text do not
+// contain it. Only a plain '%text%', 'text%' or '%text' is considered.
+func (e *Engine) correctPattern(ctx context.Context, a *ask, table string, lit guard.Literal) (string, bool) {
+	text := strings.TrimSuffix(strings.TrimPrefix(lit.Value, "%"), "%")
+	if text == "" || strings.ContainsAny(text, `%_\`) {
+		return "", false
+	}
+	fold := strings.Contains(lit.Op, "ILIKE")
+	contains := func(v string) bool {
+		if fold {
+			return strings.Contains(strings.ToLower(v), strings.ToLower(text))
+		}
+		return strings.Contains(v, text)
+	}
+	var code string
+	for _, m := range a.snap.Values.Closest(ctx, table, lit.Column, text, 5) {
+		if contains(m.Value) {
+			return "", false // the pattern finds what it looks for
+		}
+		if m.Alias && code == "" {
+			code = m.Value
+		}
+	}
+	if code == "" || strings.ContainsAny(code, `%_\`) {
+		return "", false
+	}
+	return lit.Value[:len(lit.Value)-len(strings.TrimPrefix(lit.Value, "%"))] + code +
+		lit.Value[len(strings.TrimSuffix(lit.Value, "%")):], true
 }
 
 // literalTables are the referenced tables the literal's column can belong to:

@@ -16,6 +16,9 @@ type Match struct {
 	Score                 float64 // in [0,1]; 1 = exact (normalized) match
 	Keyword               string  // the keyword it matched
 	Exact                 bool
+	// Alias: found as the counterpart the data pairs with the keyword
+	// (the code 'CA' for "California"), not by spelling.
+	Alias bool
 }
 
 // LookupOptions tune a lookup. Zero values take the defaults.
@@ -93,6 +96,7 @@ type scored struct {
 	id    int32
 	score float64
 	exact bool
+	alias bool
 }
 
 // getSearcher takes a searcher from the index's pool (its maps keep their
@@ -174,7 +178,7 @@ func (ix *Index) appendAliasMatches(out []Match, n, kw string, perCol map[int]in
 				continue
 			}
 			perCol[c]++
-			out = append(out, ix.match(scored{id: id, score: aliasScore}, kw))
+			out = append(out, ix.match(scored{id: id, score: aliasScore, alias: true}, kw))
 		}
 	}
 	return out
@@ -209,7 +213,7 @@ func (ix *Index) exactIDs(n string, lo, hi int32) []int32 {
 func (ix *Index) match(r scored, kw string) Match {
 	c := ix.cols[ix.colOf(r.id)]
 	return Match{Schema: c.Schema, Table: c.Table, Column: c.Name, Value: ix.rawValue(r.id),
-		Score: r.score, Keyword: kw, Exact: r.exact}
+		Score: r.score, Keyword: kw, Exact: r.exact, Alias: r.alias}
 }
 
 // Closest returns the k stored values of table.column nearest to literal, for
@@ -252,7 +256,7 @@ func (ix *Index) Closest(ctx context.Context, table, column, literal string, k i
 		// stores), as the data's own pairs say.
 		for _, other := range ix.counterparts(n, c.Name) {
 			for _, id := range ix.exactIDs(normalize(other), c.Start, c.End) {
-				all = append(all, scored{id: id, score: aliasScore})
+				all = append(all, scored{id: id, score: aliasScore, alias: true})
 			}
 		}
 	}
