@@ -167,10 +167,10 @@ func (s *search) check(ctx context.Context, step *Step) error {
 		return reject(VerdictDuplicate, fmt.Sprintf("same as step %d.%d", s.out.Steps[i].Run, s.out.Steps[i].N))
 	}
 	s.seen[st.SQL()] = len(s.out.Steps)
-	for t := range tableSet(st) {
-		if !s.tables[t] {
-			return reject(VerdictTables, "it reads "+t+", which the original does not")
-		}
+	if t, err := s.newTable(ctx, st); err != nil {
+		return err
+	} else if t != "" {
+		return reject(VerdictTables, "it reads "+t+", which the original does not")
 	}
 	cost, _, err := s.explain(ctx, st)
 	if err != nil {
@@ -273,6 +273,79 @@ func tableSet(st guard.Statement) map[string]bool {
 		out[strings.ToLower(t.String())] = true
 	}
 	return out
+}
+
+// newTable names a table st reads that the original does not ("" when
+// none). Names are compared as written first; one that differs only in how
+// it is written ("public.orders" for "orders") is resolved, with the
+// original's, through the session's search_path. Only context errors are
+// returned; a failed resolution counts the table as new.
+func (s *search) newTable(ctx context.Context, st guard.Statement) (string, error) {
+	var unknown []guard.TableRef
+	for _, t := range st.Checked().Tables {
+		if !s.tables[strings.ToLower(t.String())] {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) == 0 {
+		return "", nil
+	}
+	if s.tableOIDs == nil {
+		oids, err := s.resolveTables(ctx, s.req.Statement.Checked().Tables)
+		if err != nil {
+			return unknown[0].String(), ctx.Err()
+		}
+		s.tableOIDs = map[string]bool{}
+		for _, o := range oids {
+			if o != "" {
+				s.tableOIDs[o] = true
+			}
+		}
+	}
+	oids, err := s.resolveTables(ctx, unknown)
+	if err != nil {
+		return unknown[0].String(), ctx.Err()
+	}
+	for i, o := range oids {
+		if o == "" || !s.tableOIDs[o] {
+			return unknown[i].String(), nil
+		}
+	}
+	return "", nil
+}
+
+// resolveTables returns each table's OID as the session resolves its name
+// ("" when it resolves to none), in order.
+func (s *search) resolveTables(ctx context.Context, tables []guard.TableRef) ([]string, error) {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		name := quoteIdent(t.Name)
+		if t.Schema != "" {
+			name = quoteIdent(t.Schema) + "." + name
+		}
+		names[i] = "'" + strings.ReplaceAll(name, "'", "''") + "'"
+	}
+	sql := `SELECT pg_catalog.to_regclass(u.n)::pg_catalog.oid::pg_catalog.text
+FROM pg_catalog.unnest(ARRAY[` + strings.Join(names, ", ") + `]::text[]) WITH ORDINALITY AS u(n, i)
+ORDER BY u.i`
+	st, err := guard.Seal(sql, s.guardOptions(describeFunctions()...))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.req.Exec.Trial(ctx, st, s.limits(len(tables)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(rows.Values) != len(tables) {
+		return nil, fmt.Errorf("optimize: %d rows resolving %d tables", len(rows.Values), len(tables))
+	}
+	out := make([]string, len(tables))
+	for i, r := range rows.Values {
+		if len(r) == 1 && r[0] != nil {
+			out[i] = *r[0]
+		}
+	}
+	return out, nil
 }
 
 // explainJSON is the part of EXPLAIN (FORMAT JSON) output the optimizer uses.

@@ -339,14 +339,16 @@ type search struct {
 	req Request
 	out Outcome
 
-	ref      reference // the original's result, what every proposal must match
-	schema   string    // the tables' description for the prompt
-	plan0    string
-	tables   map[string]bool
-	pool     []int          // indexes into out.Steps of valid plans cheaper than the original
-	seen     map[string]int // sealed SQL → index of the step that proposed it
-	fallback string         // why the original is kept when nothing was confirmed
-	stopped  string         // why the descent stopped early (model failure, budget)
+	ref    reference // the original's result, what every proposal must match
+	schema string    // the tables' description for the prompt
+	plan0  string
+	tables map[string]bool
+	// tableOIDs: what the original's tables resolve to (lazily; newTable).
+	tableOIDs map[string]bool
+	pool      []int          // indexes into out.Steps of valid plans cheaper than the original
+	seen      map[string]int // sealed SQL → index of the step that proposed it
+	fallback  string         // why the original is kept when nothing was confirmed
+	stopped   string         // why the descent stopped early (model failure, budget)
 }
 
 // prepare measures the original: its cost, its result fingerprint (twice:

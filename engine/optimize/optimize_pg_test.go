@@ -301,3 +301,28 @@ func TestCostSlackMeasures(t *testing.T) {
 		t.Errorf("returned %q", out.Result.Display())
 	}
 }
+
+// A rewrite that names the same tables another way ("public.orders" for
+// "orders") reads no new table; one that names another table does, however
+// it is written.
+func TestTablesResolvedAsTheSessionDoes(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	qualified := strings.NewReplacer("FROM customers", "FROM public.customers", "JOIN orders", "JOIN public.orders").Replace(good)
+	f.script(
+		fence("SELECT c.id, c.name, count(o.id) AS n FROM public.customers c LEFT JOIN public.secrets o ON o.id = c.id GROUP BY c.id, c.name ORDER BY c.id"),
+		fence(qualified),
+	)
+	out, err := f.optimizer().Optimize(ctx, f.exec, f.seal(t, original), "orders per customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := verdicts(out)
+	if len(got) < 2 || got[0] != optimize.VerdictTables || got[1] != optimize.VerdictChosen {
+		t.Fatalf("verdicts = %v, want tables then chosen (%s)", got, out.Reason)
+	}
+	if !out.Improved || out.Result.Display() != qualified {
+		t.Fatalf("result %q (%s), want the qualified rewrite", out.Result.Display(), out.Reason)
+	}
+}
