@@ -133,21 +133,7 @@ GRANT SELECT ON payroll TO `+auth)
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: 10 * time.Second},
 	}
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(pl) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-		<-done
-	})
-	f.proxy = pl.Addr().String()
+	f.proxy = clienttest.ServeProxy(t, srv)
 	return f
 }
 
