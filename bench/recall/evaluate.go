@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 )
 
@@ -60,21 +61,16 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question
 		return r
 	}
 	for _, q := range qs {
-		alts, err := goldAlternatives(q.Gold)
+		golds, err := goldTableSets(q.Gold)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %q: %w", q.DB, q.Question, err)
 		}
-		var golds [][]string
-		for _, alt := range alts {
-			ts, err := goldTables(alt)
-			if err != nil {
-				return nil, fmt.Errorf("%s: gold %q: %w", q.DB, alt, err)
-			}
+		for _, ts := range golds {
 			for i := range ts {
 				ts[i] = q.DB + "." + ts[i]
 			}
-			golds = append(golds, ts)
 		}
+		alts := compare.Alternatives(q.Gold)
 		rows := []*dbResult{row(q.DB), row("")}
 		for _, r := range rows {
 			r.Questions++

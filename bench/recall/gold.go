@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -10,41 +9,27 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/eval/compare"
 )
 
-// braces matches sql-eval's column-set notation: "{a.x, a.y}" or "{}".
-var braces = regexp.MustCompile(`\{[^{}]*\}`)
-
-// expandBraces writes one accepted alternative of a gold query: every
-// "{…}" set with all its columns, and "{}" (GROUP BY {}) repeating the last
-// set, which is what sql-eval's expansion produces for the full subset.
-func expandBraces(sql string) string {
-	last := ""
-	return braces.ReplaceAllStringFunc(sql, func(m string) string {
-		inner := strings.TrimSpace(m[1 : len(m)-1])
-		if inner == "" {
-			return last
-		}
-		last = inner
-		return inner
-	})
-}
-
-// goldAlternatives splits a gold "query" field into its accepted
-// alternatives (';'-separated, braces expanded).
-func goldAlternatives(query string) ([]string, error) {
-	parts, err := pg_query.SplitWithScanner(expandBraces(query), true)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, p := range parts {
-		if strings.TrimSpace(p) != "" {
-			out = append(out, p)
-		}
-	}
-	if len(out) == 0 {
+// goldTableSets lists, for each accepted alternative of a gold "query"
+// field (compare.Alternatives: ';'-separated statements, `{}` column sets
+// expanded), the relations it reads; alternatives that differ only in
+// their columns read the same tables and are listed once.
+func goldTableSets(query string) ([][]string, error) {
+	alts := compare.Alternatives(query)
+	if len(alts) == 0 {
 		return nil, fmt.Errorf("no statement in %q", query)
+	}
+	var out [][]string
+	for _, alt := range alts {
+		ts, err := goldTables(alt)
+		if err != nil {
+			return nil, fmt.Errorf("gold %q: %w", alt, err)
+		}
+		if !slices.ContainsFunc(out, func(o []string) bool { return slices.Equal(o, ts) }) {
+			out = append(out, ts)
+		}
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ package compare
 
 import (
 	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
 // maxAlternatives bounds the expansion of `{}` column sets.
@@ -31,35 +33,19 @@ func Alternatives(gold string) []string {
 }
 
 // SplitStatements splits on ';' outside string literals, quoted identifiers
-// and comments, dropping empty statements.
+// and comments (Postgres's own scanner), dropping empty statements. Text the
+// scanner cannot read (an unterminated quote) is one statement.
 func SplitStatements(sql string) []string {
+	parts, err := pg_query.SplitWithScanner(sql, true)
+	if err != nil {
+		parts = []string{sql}
+	}
 	var out []string
-	start := 0
-	add := func(end int) {
-		if s := strings.TrimSpace(sql[start:end]); s != "" {
-			out = append(out, s)
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
 		}
 	}
-	for i := 0; i < len(sql); i++ {
-		switch c := sql[i]; {
-		case c == '\'' || c == '"':
-			i = skipQuoted(sql, i, c)
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			if j := strings.Index(sql[i+2:], "*/"); j >= 0 {
-				i += j + 3
-			} else {
-				i = len(sql)
-			}
-		case c == ';':
-			add(i)
-			start = i + 1
-		}
-	}
-	add(len(sql))
 	return out
 }
 
