@@ -376,51 +376,38 @@ func (r *Report) evaluate(maxRSSMB float64) {
 		r.Checks = append(r.Checks, Check{name, s, detail})
 	}
 	both := r.has(targetNlproxy) && r.has(targetPgbouncer)
-	for _, c := range r.Configs {
-		name := "nlproxy TPS ≥ PgBouncer TPS, " + c.Name
-		if !both {
-			skip(name, "needs targets nlproxy and pgbouncer")
-			continue
-		}
+	// versus checks one measure of nlproxy against PgBouncer's in config c.
+	versus := func(name string, c *ConfigResult, check func(n, p *TargetStats) (bool, string)) {
 		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
-		if !n.ok() || !p.ok() {
+		switch {
+		case !both:
+			skip(name, "needs targets nlproxy and pgbouncer")
+		case !n.ok() || !p.ok():
 			verdict(name, false, "a run failed")
-			continue
+		default:
+			pass, detail := check(n, p)
+			verdict(name, pass, detail)
 		}
-		verdict(name, n.TPS >= p.TPS, fmt.Sprintf("%.0f vs %.0f (%s×)", n.TPS, p.TPS, ratio(n.TPS, p.TPS)))
 	}
 	for _, c := range r.Configs {
-		if c.Config.Clients != 1 {
-			continue
-		}
-		name := "nlproxy latency ≤ PgBouncer latency, " + c.Name
-		if !both {
-			skip(name, "needs targets nlproxy and pgbouncer")
-			continue
-		}
-		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
-		if !n.ok() || !p.ok() {
-			verdict(name, false, "a run failed")
-			continue
-		}
-		verdict(name, n.LatencyMS <= p.LatencyMS, fmt.Sprintf("%.3f ms vs %.3f ms", n.LatencyMS, p.LatencyMS))
+		versus("nlproxy TPS ≥ PgBouncer TPS, "+c.Name, c, func(n, p *TargetStats) (bool, string) {
+			return n.TPS >= p.TPS, fmt.Sprintf("%.0f vs %.0f (%s×)", n.TPS, p.TPS, ratio(n.TPS, p.TPS))
+		})
 	}
 	for _, c := range r.Configs {
-		name := "nlproxy CPU/txn ≤ PgBouncer CPU/txn, " + c.Name
-		if !both {
-			skip(name, "needs targets nlproxy and pgbouncer")
-			continue
+		if c.Config.Clients == 1 {
+			versus("nlproxy latency ≤ PgBouncer latency, "+c.Name, c, func(n, p *TargetStats) (bool, string) {
+				return n.LatencyMS <= p.LatencyMS, fmt.Sprintf("%.3f ms vs %.3f ms", n.LatencyMS, p.LatencyMS)
+			})
 		}
-		n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
-		if !n.ok() || !p.ok() {
-			verdict(name, false, "a run failed")
-			continue
-		}
-		if n.CPUus <= 0 || p.CPUus <= 0 {
-			verdict(name, false, "CPU not measured")
-			continue
-		}
-		verdict(name, n.CPUus <= p.CPUus, fmt.Sprintf("%.1f µs vs %.1f µs (%s×)", n.CPUus, p.CPUus, ratio(n.CPUus, p.CPUus)))
+	}
+	for _, c := range r.Configs {
+		versus("nlproxy CPU/txn ≤ PgBouncer CPU/txn, "+c.Name, c, func(n, p *TargetStats) (bool, string) {
+			if n.CPUus <= 0 || p.CPUus <= 0 {
+				return false, "CPU not measured"
+			}
+			return n.CPUus <= p.CPUus, fmt.Sprintf("%.1f µs vs %.1f µs (%s×)", n.CPUus, p.CPUus, ratio(n.CPUus, p.CPUus))
+		})
 	}
 	name := "large result through nlproxy ≥ 0.9× direct"
 	n, d := r.Stream[targetNlproxy], r.Stream[targetDirect]
