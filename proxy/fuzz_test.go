@@ -160,9 +160,7 @@ func FuzzFrame(f *testing.F) {
 	f.Add([]byte{'Q', 0, 0, 0, 2})
 	f.Add(append(msg('d', "copy data"), msg('c', "")...))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if trustPG == nil {
-			t.Skip("no PostgreSQL binaries")
-		}
+		needPG(t)
 		out := proxyFrames(t, in)
 		frames, rest := splitFrames(out)
 		inFrames, inRest := splitFrames(in)
@@ -207,9 +205,7 @@ func FuzzFrame(f *testing.F) {
 // server to become idle (it never would): it is passed on as the protocol
 // error it is.
 func TestMarkerDuringCopyIn(t *testing.T) {
-	if trustPG == nil {
-		t.Skip("no PostgreSQL binaries")
-	}
+	needPG(t)
 	in := append(queryMsg("CREATE TEMP TABLE ft (a int); COPY ft FROM STDIN"), queryMsg("-- ask: how many rows")...)
 	out := proxyFrames(t, in)
 	frames, _ := splitFrames(out)

@@ -24,43 +24,46 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// Clusters shared by the tests of this package (started once in TestMain;
-// each takes ~1-2 s). Tests only read these.
+// Clusters shared by the tests of this package, started once by the first
+// test that needs them (needPG; each takes ~1-2 s), so the fuzz targets that
+// need none (and their worker processes) start none. Tests only read these.
 var (
 	scramPG *pgtest.Cluster // scram-sha-256, TLS on
 	trustPG *pgtest.Cluster // trust, no TLS
+	pgOnce  sync.Once
+	pgErr   error
 )
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	var err error
-	scramPG, err = pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256", TLS: true})
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		cancel()
-		fmt.Println("skipping proxy integration tests:", err)
-		os.Exit(m.Run())
-	}
-	if err == nil {
-		trustPG, err = pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust"})
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		if scramPG != nil {
-			scramPG.Stop()
-		}
-		os.Exit(1)
-	}
 	code := m.Run()
-	scramPG.Stop()
-	trustPG.Stop()
+	if scramPG != nil {
+		scramPG.Stop()
+	}
+	if trustPG != nil {
+		trustPG.Stop()
+	}
 	os.Exit(code)
 }
 
+func startPG() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if scramPG, pgErr = pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256", TLS: true}); pgErr != nil {
+		return
+	}
+	trustPG, pgErr = pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust"})
+}
+
+// needPG makes the shared clusters available, or skips the test when this
+// machine has no PostgreSQL binaries.
 func needPG(t *testing.T) {
 	t.Helper()
-	if scramPG == nil {
+	pgOnce.Do(startPG)
+	switch {
+	case errors.Is(pgErr, pgtest.ErrNoPostgres):
 		t.Skip("no PostgreSQL binaries")
+	case pgErr != nil:
+		t.Fatalf("shared clusters: %v", pgErr)
 	}
 }
 
