@@ -33,9 +33,9 @@ func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limit
 	var scope guard.Scope
 	var err error
 	if e.Role != "" {
-		scope, err = guard.TrialScopeAs(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout, e.Role)
+		scope, err = guard.TrialScopeAs(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout, e.Role)
 	} else {
-		scope, err = guard.TrialScope(pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
+		scope, err = guard.TrialScope(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
 	}
 	if err != nil {
 		return nil, err

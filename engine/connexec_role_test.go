@@ -54,7 +54,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 	defer conn.Close(ctx)
 	seal := func(sql string) guard.Statement {
 		t.Helper()
-		st, err := guard.Seal(sql, guard.Options{})
+		st, err := guard.Seal(sql, guard.Options{Names: guard.SearchPath{"public"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 	}
 	// The scope itself is read-only even for a role that may write.
 	t.Run("scope is read-only", func(t *testing.T) {
-		scope, err := guard.TrialScopeAs(TxIdle, time.Second, alice)
+		scope, err := guard.TrialScopeAs(guard.Statement{}, TxIdle, time.Second, alice)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 				t.Fatalf("%s: %v", s, err)
 			}
 		}
-		_, werr := conn.Exec(ctx, "INSERT INTO notes VALUES ('"+alice+"', 'x')").ReadAll()
+		_, werr := conn.Exec(ctx, "INSERT INTO public.notes VALUES ('"+alice+"', 'x')").ReadAll()
 		for _, s := range scope.Exit {
 			if _, err := conn.Exec(ctx, s).ReadAll(); err != nil {
 				t.Fatalf("%s: %v", s, err)

@@ -384,6 +384,9 @@ func (e *Engine) guardOptions(a *ask) guard.Options {
 	if a.snap != nil && a.snap.Functions != nil {
 		opts.Catalog = a.snap.Functions
 	}
+	if a.sess != nil && a.sess.names != nil {
+		opts.Names = a.sess.names
+	}
 	return opts
 }
 
@@ -394,7 +397,11 @@ const maxInternalBytes = 64 << 20
 // internalQuery runs one of the engine's own catalog queries on the asking
 // session, through the same guard and executor as generated SQL.
 func (e *Engine) internalQuery(ctx context.Context, a *ask, sql string, maxRows int) (*Rows, error) {
-	stmt, err := guard.Seal(sql, e.guardOptions(a))
+	opts := guard.Options{Catalog: internalFunctions}
+	if a.sess != nil {
+		opts.Names = a.sess.names
+	}
+	stmt, err := guard.Seal(sql, opts)
 	if err != nil {
 		return nil, fmt.Errorf("engine: internal query refused: %w", err)
 	}

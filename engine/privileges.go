@@ -4,27 +4,97 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/engine/guard"
 )
 
-// sessionSQL asks the client's own session who is asking now (current_user
-// follows SET ROLE and SET SESSION AUTHORIZATION), what its search_path
-// resolves to, and which tables have row-level security in force for it.
-const sessionSQL = `SELECT 'user', current_user::text, '', 0
+// factsSQL asks the client's own session, under the pinned resolution of
+// every scope, which tables have row-level security in force for it, which
+// relations and types would make the server run code the guard cannot judge
+// (see guard.Names.Unsafe), and the user-defined types it may name. A type
+// is unsafe when a cast to it (or from it, unless it is pg_catalog's and the
+// other side is not), its input/output, or a domain check calls a function
+// outside pg_catalog that no extension owns, or a volatile one; and when it
+// holds an unsafe type (domain, array, range, composite, a relation's row).
+const factsSQL = `WITH RECURSIVE
+bad_fn AS (
+  SELECT p.oid FROM pg_catalog.pg_proc p
+  WHERE p.provolatile = 'v'
+     OR (p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+         AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                         WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e'))
+),
+seed AS (
+  SELECT c.castsource AS t, 'a cast from it calls ' || c.castfunc::pg_catalog.regprocedure::text AS why
+  FROM pg_catalog.pg_cast c JOIN pg_catalog.pg_type s ON s.oid = c.castsource JOIN pg_catalog.pg_type d ON d.oid = c.casttarget
+  WHERE c.castfunc IN (SELECT b.oid FROM bad_fn b)
+    AND (s.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace OR d.typnamespace = 'pg_catalog'::pg_catalog.regnamespace)
+  UNION ALL
+  SELECT c.casttarget, 'a cast to it calls ' || c.castfunc::pg_catalog.regprocedure::text
+  FROM pg_catalog.pg_cast c WHERE c.castfunc IN (SELECT b.oid FROM bad_fn b)
+  UNION ALL
+  SELECT t.oid, 'its input or output calls ' || f.oid::pg_catalog.regprocedure::text
+  FROM pg_catalog.pg_type t JOIN bad_fn f ON f.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend, t.typmodin, t.typmodout)
+  UNION ALL
+  SELECT con.contypid, 'its check ' || con.conname::text || ' calls ' || d.refobjid::pg_catalog.regprocedure::text
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid = con.oid
+   AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+  WHERE con.contypid <> 0 AND d.refobjid IN (SELECT b.oid FROM bad_fn b)
+  UNION ALL
+  SELECT con.contypid, 'its check ' || con.conname::text || ' uses operator ' || o.oid::pg_catalog.regoperator::text
+  FROM pg_catalog.pg_constraint con
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_constraint'::pg_catalog.regclass AND d.objid = con.oid
+   AND d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass
+  JOIN pg_catalog.pg_operator o ON o.oid = d.refobjid
+  WHERE con.contypid <> 0 AND o.oprcode IN (SELECT b.oid FROM bad_fn b)
+),
+edge AS (
+  SELECT t.oid AS child, t.typbasetype AS parent FROM pg_catalog.pg_type t WHERE t.typbasetype <> 0
+  UNION ALL SELECT t.oid, t.typelem FROM pg_catalog.pg_type t WHERE t.typelem <> 0
+  UNION ALL SELECT r.rngtypid, r.rngsubtype FROM pg_catalog.pg_range r
+  UNION ALL SELECT r.rngmultitypid, r.rngtypid FROM pg_catalog.pg_range r
+  UNION ALL SELECT c.reltype, a.atttypid FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+  WHERE a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+    AND (a.atttypid IN (SELECT s.t FROM seed s)
+         OR a.atttypid IN (SELECT t.oid FROM pg_catalog.pg_type t WHERE t.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace))
+),
+taint AS (
+  SELECT s.t, s.why FROM seed s
+  UNION
+  SELECT e.child, 'it holds ' || x.t::pg_catalog.regtype::text || ': ' || x.why FROM edge e JOIN taint x ON e.parent = x.t
+)
+SELECT 'unsafe', n.nspname::text, t.typname::text, pg_catalog.min(x.why)
+FROM taint x JOIN pg_catalog.pg_type t ON t.oid = x.t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+GROUP BY 2, 3
 UNION ALL
-SELECT 'path', s.name::text, '', s.n::int FROM unnest(current_schemas(false)) WITH ORDINALITY AS s(name, n)
+SELECT 'unsafe', n.nspname::text, c.relname::text, pg_catalog.min(x.why)
+FROM taint x JOIN pg_catalog.pg_class c ON c.reltype = x.t JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+GROUP BY 2, 3
 UNION ALL
-SELECT 'rls', n.nspname::text, c.relname::text, 0
+SELECT 'rls', n.nspname::text, c.relname::text, ''
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relrowsecurity AND row_security_active(c.oid)`
+WHERE c.relrowsecurity AND pg_catalog.row_security_active(c.oid)
+UNION ALL
+SELECT 'type', n.nspname::text, t.typname::text, ''
+FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(temp|toast)'
+  AND t.typcategory <> 'A'
+  AND (t.typrelid = 0 OR EXISTS (SELECT 1 FROM pg_catalog.pg_class r WHERE r.oid = t.typrelid AND r.relkind = 'c'))`
+
+// functionsSQL lists user functions by schema, for qualifying calls of
+// functions an operator allowed by an unqualified name.
+const functionsSQL = `SELECT DISTINCT 'func', n.nspname::text, p.proname::text, ''
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_(temp|toast)'`
 
 // visibleColumnsSQL lists what the session's current role may SELECT. It runs
 // on the asking client's session, so Postgres itself answers for that role.
@@ -35,14 +105,21 @@ JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
   AND has_schema_privilege(n.oid, 'USAGE')
-  AND has_column_privilege(c.oid, a.attnum, 'SELECT')`
+  AND has_column_privilege(c.oid, a.attnum, 'SELECT')
+ORDER BY 1, 2, 3`
+
+// internalFunctions are the built-ins the engine's own session queries
+// call; they are sealed with this list rather than the database's catalog,
+// which tests and tools may not have.
+var internalFunctions = guard.Builtins{"min": guard.Immutable, "row_security_active": guard.Stable,
+	"has_schema_privilege": guard.Stable, "has_column_privilege": guard.Stable}
 
 // maxVisibleColumns bounds the privilege query's result.
 const maxVisibleColumns = 200_000
 
-// maxSessionRows bounds the session query's result (path entries and
-// secured tables).
-const maxSessionRows = 10_000
+// maxSessionRows bounds the session facts (secured tables, unsafe
+// relations and types, user types and functions).
+const maxSessionRows = 200_000
 
 // session is what the asking session is at the moment of the ask.
 type session struct {
@@ -52,6 +129,8 @@ type session struct {
 	// only through row-level security (views over them included): they give
 	// the model no stored values, examples or literal corrections.
 	secured map[string]bool
+	// names resolves names as this session does, for the guard.
+	names *sessionNames
 }
 
 // key is what a translation depends on besides question and schema.
@@ -65,46 +144,97 @@ func (s *session) key() string {
 	return hex.EncodeToString(h[:8])
 }
 
-// inspectSession reads the session's role, search_path and row security
+// sessionNames implements guard.Names for one ask: the asker's search_path
+// (temporary schemas left out: Seal never resolves to them), the catalog's
+// relations, and the session facts.
+type sessionNames struct {
+	path      []string
+	schema    *catalog.Schema
+	relations map[string]map[string]bool // schema -> relation names, from the catalog
+	types     map[string]map[string]bool // schema -> user type names, from the session
+	functions map[string]map[string]bool // schema -> user function names
+	unsafe    map[string]string          // "schema.name" -> why
+	unsafeAny map[string]string          // "name" -> why, in some schema
+}
+
+func newSessionNames(path []string, schema *catalog.Schema) *sessionNames {
+	n := &sessionNames{schema: schema, relations: map[string]map[string]bool{}, types: map[string]map[string]bool{},
+		functions: map[string]map[string]bool{}, unsafe: map[string]string{}, unsafeAny: map[string]string{}}
+	for _, p := range path {
+		if !strings.HasPrefix(p, "pg_temp") && !strings.HasPrefix(p, "pg_toast_temp") {
+			n.path = append(n.path, p)
+		}
+	}
+	if schema != nil {
+		for _, t := range schema.Tables {
+			add(n.relations, t.Schema, t.Name)
+		}
+	}
+	return n
+}
+
+func add(m map[string]map[string]bool, schema, name string) {
+	if m[schema] == nil {
+		m[schema] = map[string]bool{}
+	}
+	m[schema][name] = true
+}
+
+func (n *sessionNames) find(m map[string]map[string]bool, name string) string {
+	for _, s := range n.path {
+		if m[s][name] {
+			return s
+		}
+	}
+	return ""
+}
+
+// Relation implements guard.Names. A name the catalog does not know (a
+// table made since its last refresh) is taken to be in the first schema of
+// the path; pg_* names are pg_catalog's.
+func (n *sessionNames) Relation(name string) string {
+	if s := n.find(n.relations, name); s != "" {
+		return s
+	}
+	if strings.HasPrefix(name, "pg_") {
+		return "pg_catalog"
+	}
+	for _, s := range n.path {
+		if s != "pg_catalog" {
+			return s
+		}
+	}
+	return ""
+}
+
+// Type implements guard.Names: a user type, or a relation's row type.
+func (n *sessionNames) Type(name string) string {
+	if s := n.find(n.types, name); s != "" {
+		return s
+	}
+	return n.find(n.relations, name)
+}
+
+// Function implements guard.Names.
+func (n *sessionNames) Function(name string) string { return n.find(n.functions, name) }
+
+// Unsafe implements guard.Names; schema "" asks about any schema.
+func (n *sessionNames) Unsafe(schema, name string) string {
+	if schema == "" {
+		return n.unsafeAny[name]
+	}
+	return n.unsafe[schema+"."+name]
+}
+
+// inspectSession reads the session's role and search_path (the one probe
+// that runs unpinned), then its row security and what guard.Names needs,
 // through the asking session itself.
 func (e *Engine) inspectSession(ctx context.Context, a *ask) error {
 	st := a.trace.begin("session")
 	defer a.trace.end(st)
-	rows, err := e.internalQuery(ctx, a, sessionSQL, maxSessionRows)
+	s, err := e.probeSession(ctx, a.req.Exec, a.snap.Schema)
 	if err != nil {
-		return fmt.Errorf("engine: inspect the asking session: %w", err)
-	}
-	s := &session{secured: map[string]bool{}}
-	type pathEntry struct {
-		name string
-		n    int
-	}
-	var path []pathEntry
-	for _, r := range rows.Values {
-		if len(r) != 4 || r[0] == nil || r[1] == nil {
-			continue
-		}
-		switch *r[0] {
-		case "user":
-			s.role = *r[1]
-		case "path":
-			n := 0
-			if r[3] != nil {
-				n, _ = strconv.Atoi(*r[3])
-			}
-			path = append(path, pathEntry{*r[1], n})
-		case "rls":
-			if r[2] != nil {
-				s.secured[*r[1]+"."+*r[2]] = true
-			}
-		}
-	}
-	if s.role == "" {
-		return fmt.Errorf("engine: the session did not say its role")
-	}
-	slices.SortStableFunc(path, func(x, y pathEntry) int { return x.n - y.n })
-	for _, p := range path {
-		s.searchPath = append(s.searchPath, p.name)
+		return err
 	}
 	// Views over secured tables are secured too: the catalog cannot tell
 	// what the role sees through them.
@@ -116,18 +246,92 @@ func (e *Engine) inspectSession(ctx context.Context, a *ask) error {
 		}
 	}
 	a.sess = s
-	st.Note = fmt.Sprintf("role %s, %d secured", s.role, len(s.secured))
+	st.Note = fmt.Sprintf("role %s, %d secured, %d unsafe names", s.role, len(s.secured), len(s.names.unsafe))
 	return nil
 }
 
-// visibility caches, per database, role and schema fingerprint, the part of
-// the catalog schema the role may read: the model is shown only that.
+// probeSession asks the session who it is, what its search_path resolves
+// to, and the facts in factsSQL.
+func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalog.Schema) (*session, error) {
+	rows, err := exec.Trial(ctx, guard.SessionProbe(), Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: 1 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("engine: inspect the asking session: %w", err)
+	}
+	if len(rows.Values) != 1 || len(rows.Values[0]) != 2 || rows.Values[0][0] == nil || *rows.Values[0][0] == "" {
+		return nil, fmt.Errorf("engine: the session did not say its role")
+	}
+	s := &session{role: *rows.Values[0][0], secured: map[string]bool{}}
+	if p := rows.Values[0][1]; p != nil {
+		if err := json.Unmarshal([]byte(*p), &s.searchPath); err != nil {
+			return nil, fmt.Errorf("engine: the session's search_path: %w", err)
+		}
+	}
+	s.names = newSessionNames(s.searchPath, schema)
+	sql := factsSQL
+	if len(e.Guard.AllowFunctions) > 0 {
+		sql += "\nUNION ALL\n" + functionsSQL
+	}
+	stmt, err := guard.Seal(sql, guard.Options{Catalog: internalFunctions, Names: s.names})
+	if err != nil {
+		return nil, fmt.Errorf("engine: session query refused: %w", err)
+	}
+	facts, err := exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: maxSessionRows, MaxBytes: maxInternalBytes})
+	if err != nil {
+		return nil, fmt.Errorf("engine: inspect the asking session: %w", err)
+	}
+	if facts.Truncated {
+		return nil, fmt.Errorf("engine: the session's facts exceed %d rows", maxSessionRows)
+	}
+	for _, r := range facts.Values {
+		if len(r) != 4 || r[0] == nil || r[1] == nil || r[2] == nil {
+			continue
+		}
+		schema, name := *r[1], *r[2]
+		switch *r[0] {
+		case "rls":
+			s.secured[schema+"."+name] = true
+		case "type":
+			add(s.names.types, schema, name)
+		case "func":
+			add(s.names.functions, schema, name)
+		case "unsafe":
+			why := "unsafe"
+			if r[3] != nil {
+				why = *r[3]
+			}
+			s.names.unsafe[schema+"."+name] = why
+			s.names.unsafeAny[name] = why
+		}
+	}
+	return s, nil
+}
+
+// SessionNames reads, through exec (the asking client's session), how that
+// session resolves names, for sealing SQL outside Translate (optimize:).
+func (e *Engine) SessionNames(ctx context.Context, database string, exec Executor) (guard.Names, error) {
+	e.once.Do(e.applyDefaults)
+	snap, err := e.Catalogs.Get(ctx, database)
+	if err != nil {
+		return nil, fmt.Errorf("engine: catalog of %s: %w", database, err)
+	}
+	s, err := e.probeSession(ctx, exec, snap.Schema)
+	if err != nil {
+		return nil, err
+	}
+	return s.names, nil
+}
+
+// visibility caches, per database, role, schema fingerprint and the role's
+// privileges as the server reported them for this ask, the part of the
+// catalog schema the role may read: the model is shown only that. The
+// privileges are asked of the session on every ask (one query), so a GRANT
+// or REVOKE takes effect on the next ask; the cache saves only the filtering.
 type visibility struct {
 	mu      sync.Mutex
 	schemas map[visibilityKey]*catalog.Schema
 }
 
-type visibilityKey struct{ database, role, fingerprint string }
+type visibilityKey struct{ database, role, fingerprint, privileges string }
 
 const maxVisibilityEntries = 256
 
@@ -141,7 +345,7 @@ func (v *visibility) put(k visibilityKey, s *catalog.Schema) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.schemas == nil || len(v.schemas) >= maxVisibilityEntries {
-		v.schemas = map[visibilityKey]*catalog.Schema{} // cheap to recompute: one query
+		v.schemas = map[visibilityKey]*catalog.Schema{} // cheap to recompute
 	}
 	v.schemas[k] = s
 }
@@ -152,25 +356,27 @@ func (e *Engine) restrictToRole(ctx context.Context, a *ask) error {
 	st := a.trace.begin("privileges")
 	defer a.trace.end(st)
 	full := a.snap.Schema
-	k := visibilityKey{a.req.Database, a.sess.role, full.Fingerprint}
+	rows, err := e.internalQuery(ctx, a, visibleColumnsSQL, maxVisibleColumns)
+	if err != nil {
+		return fmt.Errorf("engine: privileges of %s: %w", a.sess.role, err)
+	}
+	type col struct{ s, t, c string }
+	ok := make(map[col]bool, len(rows.Values))
+	h := sha256.New()
+	for _, r := range rows.Values {
+		if len(r) == 3 && r[0] != nil && r[1] != nil && r[2] != nil {
+			ok[col{*r[0], *r[1], *r[2]}] = true
+			fmt.Fprintf(h, "%q.%q.%q\n", *r[0], *r[1], *r[2])
+		}
+	}
+	k := visibilityKey{a.req.Database, a.sess.role, full.Fingerprint, hex.EncodeToString(h.Sum(nil))}
 	s := e.visible.get(k)
 	if s == nil {
-		rows, err := e.internalQuery(ctx, a, visibleColumnsSQL, maxVisibleColumns)
-		if err != nil {
-			return fmt.Errorf("engine: privileges of %s: %w", a.sess.role, err)
-		}
-		type col struct{ s, t, c string }
-		ok := make(map[col]bool, len(rows.Values))
-		for _, r := range rows.Values {
-			if len(r) == 3 && r[0] != nil && r[1] != nil && r[2] != nil {
-				ok[col{*r[0], *r[1], *r[2]}] = true
-			}
-		}
 		s = full.Filter(func(t *catalog.Table, c *catalog.Column) bool { return ok[col{t.Schema, t.Name, c.Name}] })
 		e.visible.put(k, s)
 		st.Note = fmt.Sprintf("%d of %d tables readable", len(s.Tables), len(full.Tables))
 	} else {
-		st.Note = "cached"
+		st.Note = "unchanged privileges"
 	}
 	a.schema0 = withoutSecuredExamples(s, a.sess.secured)
 	return nil

@@ -34,7 +34,7 @@ func (e *executor) Trial(ctx context.Context, stmt guard.Statement, lim pg.Limit
 	if !ok || !s.tracked.Load() {
 		return nil, ErrExecutorClosed
 	}
-	scope, err := guard.TrialScope(pg.TxStatus(tx), lim.Timeout)
+	scope, err := guard.TrialScope(stmt, pg.TxStatus(tx), lim.Timeout)
 	if err != nil {
 		return nil, err
 	}

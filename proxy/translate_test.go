@@ -27,7 +27,7 @@ type scriptTranslator struct {
 // seal makes a statement the way the engine does; the proxy tests allow any
 // function, so that what stops a write is the proxy's read-only scope.
 func seal(sql string) (guard.Statement, error) {
-	return guard.Seal(sql, guard.Options{AllowFunctions: []string{"*"}})
+	return guard.Seal(sql, guard.Options{AllowFunctions: []string{"*"}, Names: guard.SearchPath{"public"}})
 }
 
 func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) (Translation, error) {

@@ -37,6 +37,15 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 		}
 	}
 	opts.AllowExplain = false
+	if t.Engine.Catalogs != nil {
+		// The user's SQL and every rewrite are sealed with names qualified
+		// as the asking session resolves them (see guard.Names).
+		names, err := t.Engine.SessionNames(ctx, req.Database, req.Exec)
+		if err != nil {
+			return proxy.Translation{}, t.optimizeError(ctx, err)
+		}
+		opts.Names = names
+	}
 	stmt, err := guard.Seal(req.Marker.Question, opts)
 	if err != nil {
 		var re *guard.RejectError

@@ -7,15 +7,15 @@ import (
 )
 
 func TestExplain(t *testing.T) {
-	opts := withCatalog(t, Options{})
+	opts := withCatalog(t, Options{Names: SearchPath{"public"}})
 	tests := []struct {
 		name string
 		sql  string
 		want string
 	}{
-		{"plain", "select id from customers where city = 'LA'", "EXPLAIN (FORMAT JSON) SELECT id FROM customers WHERE city = 'LA'"},
-		{"functions stay qualified", "SELECT lower(name) FROM customers", "EXPLAIN (FORMAT JSON) SELECT pg_catalog.lower(name) FROM customers"},
-		{"non-ASCII constant", "SELECT * FROM customers WHERE city = 'München'", `EXPLAIN (FORMAT JSON) SELECT * FROM customers WHERE city = E'M\u00FCnchen'`},
+		{"plain", "select id from customers where city = 'LA'", "EXPLAIN (FORMAT JSON) SELECT id FROM public.customers WHERE city = 'LA'"},
+		{"functions stay qualified", "SELECT lower(name) FROM customers", "EXPLAIN (FORMAT JSON) SELECT pg_catalog.lower(name) FROM public.customers"},
+		{"non-ASCII constant", "SELECT * FROM customers WHERE city = 'München'", `EXPLAIN (FORMAT JSON) SELECT * FROM public.customers WHERE city = E'M\u00FCnchen'`},
 		{"with", "WITH x AS (SELECT 1 AS a) SELECT a FROM x", "EXPLAIN (FORMAT JSON) WITH x AS (SELECT 1 AS a) SELECT a FROM x"},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -28,7 +29,7 @@ const (
 	CodeInsufficientPrivilege = "42501" // not a read-only SELECT
 	CodeSyntaxError           = "42601" // unparsable or empty
 	CodeFeatureNotSupported   = "0A000" // a construct the guard cannot classify
-	CodeProgramLimitExceeded  = "54000" // SQL longer than MaxLen
+	CodeProgramLimitExceeded  = "54000" // SQL longer than MaxLen, or asking too much of the server
 )
 
 // Kind is the kind of an accepted statement.
@@ -60,6 +61,13 @@ type Options struct {
 	// it only the reviewed harmless volatile built-ins and AllowFunctions
 	// are accepted.
 	Catalog Catalog
+	// Names is how the asking session resolves relations, types and user
+	// functions; Seal qualifies them from it. Nil means nothing is known of
+	// the session: unqualified names are taken to be pg_catalog's.
+	Names Names
+	// Bounds caps what a statement may ask of the server; zero fields take
+	// the defaults.
+	Bounds Bounds
 }
 
 // RejectError says why SQL was refused, with the SQLSTATE the proxy should
@@ -107,6 +115,9 @@ type Checked struct {
 
 	tree         *pg_query.ParseResult
 	builtinCalls []*pg_query.FuncCall
+	// userCalls are unqualified calls of operator-allowed user functions,
+	// sealed qualified from Options.Names.
+	userCalls []*pg_query.FuncCall
 }
 
 // allowedNodes are the raw-parse-tree node types a read-only SELECT may
@@ -203,6 +214,9 @@ func Check(sql string, opts Options) (*Checked, error) {
 	if err := w.walk(body.ProtoReflect()); err != nil {
 		return nil, err
 	}
+	if err := w.bounds.check(); err != nil {
+		return nil, err
+	}
 	c.Tables = w.tableRefs()
 	if err := checkViews(c.Tables, &opts, 0, map[string]bool{}); err != nil {
 		return nil, err
@@ -216,6 +230,7 @@ func Check(sql string, opts Options) (*Checked, error) {
 	c.Fingerprint, _ = pg_query.Fingerprint(sql)
 	c.tree = tree
 	c.builtinCalls = w.builtinCalls
+	c.userCalls = w.userCalls
 	return c, nil
 }
 
@@ -265,7 +280,15 @@ func checkView(r TableRef, def string, opts *Options, depth int, seen map[string
 	if err := w.walk(tree.Stmts[0].GetStmt().ProtoReflect()); err != nil {
 		return wrap(err)
 	}
-	return checkViews(w.tableRefs(), opts, depth+1, seen)
+	refs := w.tableRefs()
+	for _, t := range refs {
+		// The view's own text may leave names unqualified; what it reads
+		// is judged by name in any schema.
+		if err := unsafeName(opts.Names, t.Schema, t.Name, "relation", -1); err != nil {
+			return wrap(err)
+		}
+	}
+	return checkViews(refs, opts, depth+1, seen)
 }
 
 // parse wraps pg_query.Parse, turning parser errors into RejectErrors.
@@ -320,15 +343,19 @@ type walker struct {
 	tables []tableAt
 	// builtinCalls are the calls sealed as pg_catalog.name.
 	builtinCalls []*pg_query.FuncCall
+	userCalls    []*pg_query.FuncCall
+	bounds       boundsCounter
+	depth        int
 }
 
 func newWalker(sql string, opts *Options) *walker {
 	return &walker{
-		sql:   sql,
-		opts:  opts,
-		deny:  append(deniedFunctions[:len(deniedFunctions):len(deniedFunctions)], opts.DenyFunctions...),
-		ctes:  map[string]bool{},
-		funcs: map[string]bool{},
+		sql:    sql,
+		opts:   opts,
+		deny:   append(deniedFunctions[:len(deniedFunctions):len(deniedFunctions)], opts.DenyFunctions...),
+		ctes:   map[string]bool{},
+		funcs:  map[string]bool{},
+		bounds: boundsCounter{limit: opts.Bounds.withDefaults()},
 	}
 }
 
@@ -342,6 +369,13 @@ type tableAt struct {
 func (w *walker) walk(m protoreflect.Message) error {
 	if err := w.visit(m); err != nil {
 		return err
+	}
+	if expressionNode(m) {
+		w.depth++
+		defer func() { w.depth-- }()
+		if err := w.bounds.enter(w.depth); err != nil {
+			return err
+		}
 	}
 	var err error
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
@@ -382,16 +416,94 @@ func (w *walker) visit(m protoreflect.Message) error {
 		if v.reason != "" {
 			return &RejectError{Reason: v.reason, Code: CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
 		}
-		if v.builtin && len(parts) == 1 {
+		switch {
+		case v.builtin && len(parts) == 1:
 			w.builtinCalls = append(w.builtinCalls, n)
+		case !v.builtin && len(parts) == 1:
+			w.userCalls = append(w.userCalls, n)
+		}
+		if err := checkSizedCall(parts, n, w.bounds.limit.MaxSizedArg); err != nil {
+			return err
 		}
 		w.funcs[strings.ToLower(strings.Join(parts, "."))] = true
+	case *pg_query.ColumnRef:
+		// a.b may be the call b(a) (field selection), resolved by the
+		// server: any name after the first that is a function the guard
+		// would refuse is refused.
+		fields := stringList(n.GetFields())
+		for i := 1; i < len(fields); i++ {
+			if err := w.fieldName(fields[i], int(n.GetLocation())); err != nil {
+				return err
+			}
+		}
+	case *pg_query.A_Indirection:
+		for _, ind := range n.GetIndirection() {
+			if s := ind.GetString_(); s != nil {
+				if err := w.fieldName(s.GetSval(), -1); err != nil {
+					return err
+				}
+			}
+		}
+	case *pg_query.A_Expr:
+		if err := operatorName(n.GetName(), int(n.GetLocation())); err != nil {
+			return err
+		}
+	case *pg_query.SortBy:
+		if err := operatorName(n.GetUseOp(), int(n.GetLocation())); err != nil {
+			return err
+		}
+	case *pg_query.SubLink:
+		w.bounds.subqueries++
+		if err := operatorName(n.GetOperName(), int(n.GetLocation())); err != nil {
+			return err
+		}
+	case *pg_query.RangeSubselect:
+		w.bounds.subqueries++
 	case *pg_query.ParamRef:
 		return &RejectError{Reason: "parameter $" + fmt.Sprint(n.GetNumber()) + " has no value here", Code: CodeSyntaxError, Position: int(n.GetLocation()) + 1}
 	case *pg_query.CommonTableExpr:
 		w.ctes[n.GetCtename()] = true
+		w.bounds.ctes++
 	case *pg_query.RangeVar:
 		w.tables = append(w.tables, tableAt{TableRef{Schema: n.GetSchemaname(), Name: n.GetRelname(), Alias: n.GetAlias().GetAliasname()}, n.GetLocation()})
+	}
+	return nil
+}
+
+// fieldName refuses a field selection that the server would run as a
+// function call the guard refuses (x.pg_advisory_lock is
+// pg_advisory_lock(x)). User functions cannot be reached this way: under the
+// pinned search_path the server looks in pg_catalog only.
+func (w *walker) fieldName(name string, loc int) error {
+	lower := strings.ToLower(name)
+	known := false
+	if w.opts.Catalog != nil {
+		_, known = w.opts.Catalog.BuiltinVolatility(lower)
+	}
+	for _, p := range w.deny {
+		if ok, _ := path.Match(strings.ToLower(p), lower); ok {
+			known = true
+		}
+	}
+	if !known {
+		return nil
+	}
+	if v := judgeFunction([]string{name}, w.opts, w.deny); v.reason != "" {
+		return &RejectError{Reason: "field selection ." + name + " would call a function: " + v.reason, Code: CodeInsufficientPrivilege, Position: loc + 1}
+	}
+	return nil
+}
+
+// operatorName refuses an operator qualified with a schema other than
+// pg_catalog (OPERATOR(s.=)): user operators run user functions. Unqualified
+// operators are looked up in pg_catalog only, under the pinned search_path.
+func operatorName(name []*pg_query.Node, loc int) error {
+	parts := stringList(name)
+	if len(parts) < 2 {
+		return nil
+	}
+	if schema := parts[len(parts)-2]; !strings.EqualFold(schema, "pg_catalog") {
+		return &RejectError{Reason: "operator " + strings.Join(parts, ".") + " is not a built-in operator", Code: CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	return nil
 }

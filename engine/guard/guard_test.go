@@ -343,7 +343,7 @@ func TestTrialScopeAs(t *testing.T) {
 		{role: "alice", tx: pg.TxFailed, wantErr: true},
 	}
 	for _, tt := range tests {
-		s, err := TrialScopeAs(tt.tx, time.Second, tt.role)
+		s, err := TrialScopeAs(Statement{}, tt.tx, time.Second, tt.role)
 		if tt.wantErr {
 			if err == nil {
 				t.Errorf("%q %c: no error", tt.role, byte(tt.tx))

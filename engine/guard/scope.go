@@ -17,6 +17,10 @@ import (
 // a Scope from TrialScope or RunScope; this file is the one place that says
 // how.
 //
+// Every scope pins name resolution (search_path = PinnedSearchPath) until it
+// ends, so that what runs inside resolves functions, operators and types as
+// Seal qualified them, never through the session's schemas or pg_temp.
+//
 // Every statement here is fixed ASCII text (the only variables are a number
 // and, in TrialScopeAs, a role name quoted as an ASCII E-string literal), so it
 // lexes the same under any session setting.
@@ -38,33 +42,58 @@ var ErrFailedTransaction = errors.New("guard: the session's transaction is abort
 const savepoint = "nlproxy_guard"
 
 // readOnlyLocal makes the current transaction (or subtransaction) read-only
-// and time-bounded until it ends; set_config is used rather than SET LOCAL
-// because it does not warn outside a transaction block.
-func readOnlyLocal(timeout time.Duration) string {
-	return fmt.Sprintf("SELECT pg_catalog.set_config('transaction_read_only', 'on', true), pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout))
+// and time-bounded until it ends, with name resolution pinned (see
+// PinnedSearchPath); set_config is used rather than SET LOCAL because it does
+// not warn outside a transaction block.
+func readOnlyLocal(timeout time.Duration, k kind) string {
+	return fmt.Sprintf("SELECT pg_catalog.set_config('transaction_read_only', 'on', true), pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout)) + k.settings()
 }
 
-func timeoutLocal(timeout time.Duration) string {
-	return fmt.Sprintf("SELECT pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout))
+func timeoutLocal(timeout time.Duration, k kind) string {
+	return fmt.Sprintf("SELECT pg_catalog.set_config('statement_timeout', '%d', true)", timeoutMillis(timeout)) + k.settings()
+}
+
+// kind says what else a scope sets until the (sub)transaction ends.
+type kind struct {
+	// pin pins search_path; only the session probe runs unpinned.
+	pin bool
+	// trial turns JIT compilation off: a trial run (and the engine's own
+	// catalog queries, whose recursive estimates look expensive) would
+	// spend its time bound compiling rather than running.
+	trial bool
+}
+
+func (k kind) settings() string {
+	s := ""
+	if k.pin {
+		s += ", pg_catalog.set_config('search_path', '" + PinnedSearchPath + "', true)"
+	}
+	if k.trial {
+		s += ", pg_catalog.set_config('jit', 'off', true)"
+	}
+	return s
 }
 
 // timeoutMillis is never 0: statement_timeout = 0 would mean no bound.
 func timeoutMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 
-// TrialScope is for runs whose effects are always discarded (the engine's
-// trial runs): a READ ONLY transaction rolled back when the session was
-// idle, a read-only savepoint rolled back inside the client's transaction.
-func TrialScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
+// TrialScope is for runs of stmt whose effects are always discarded (the
+// engine's trial runs): a READ ONLY transaction rolled back when the session
+// was idle, a read-only savepoint rolled back inside the client's
+// transaction. Name resolution is pinned, except for SessionProbe, which
+// reads the session's own search_path.
+func TrialScope(stmt Statement, tx pg.TxStatus, timeout time.Duration) (Scope, error) {
+	k := kind{pin: !stmt.probe, trial: true}
 	switch tx {
 	case pg.TxIdle:
 		return Scope{
-			Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout)},
+			Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, k)},
 			Exit:    []string{"ROLLBACK"},
 			Recover: []string{"ROLLBACK"},
 			Start:   tx,
 		}, nil
 	case pg.TxInTx:
-		return blockScope(tx, timeout), nil
+		return blockScope(tx, timeout, k), nil
 	case pg.TxFailed:
 		return Scope{}, ErrFailedTransaction
 	}
@@ -80,19 +109,19 @@ func TrialScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
 func RunScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
 	switch tx {
 	case pg.TxIdle:
-		return Scope{Enter: []string{readOnlyLocal(timeout)}, Start: tx}, nil
+		return Scope{Enter: []string{readOnlyLocal(timeout, kind{pin: true})}, Start: tx}, nil
 	case pg.TxInTx:
-		return blockScope(tx, timeout), nil
+		return blockScope(tx, timeout, kind{pin: true}), nil
 	case pg.TxFailed:
 		return Scope{}, ErrFailedTransaction
 	}
 	return Scope{}, fmt.Errorf("guard: unknown transaction status %q", byte(tx))
 }
 
-func blockScope(tx pg.TxStatus, timeout time.Duration) Scope {
+func blockScope(tx pg.TxStatus, timeout time.Duration, k kind) Scope {
 	undo := []string{"ROLLBACK TO SAVEPOINT " + savepoint, "RELEASE SAVEPOINT " + savepoint}
 	return Scope{
-		Enter:   []string{"SAVEPOINT " + savepoint, readOnlyLocal(timeout)},
+		Enter:   []string{"SAVEPOINT " + savepoint, readOnlyLocal(timeout, k)},
 		Exit:    undo,
 		Recover: undo,
 		Start:   tx,
@@ -111,7 +140,7 @@ func blockScope(tx pg.TxStatus, timeout time.Duration) Scope {
 // E-string literal, ASCII only (other characters as \u escapes), which lexes the same
 // under any session setting. "none" would reset the role to the
 // authenticator itself, so it is refused.
-func TrialScopeAs(tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
+func TrialScopeAs(stmt Statement, tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
 	if tx != pg.TxIdle {
 		if tx == pg.TxFailed {
 			return Scope{}, ErrFailedTransaction
@@ -123,7 +152,7 @@ func TrialScopeAs(tx pg.TxStatus, timeout time.Duration, role string) (Scope, er
 		return Scope{}, err
 	}
 	return Scope{
-		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
+		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, kind{pin: !stmt.probe, trial: true}), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
 		Exit:    []string{"ROLLBACK"},
 		Recover: []string{"ROLLBACK"},
 		Start:   tx,
@@ -155,4 +184,24 @@ func roleLiteral(role string) (string, error) {
 	}
 	b.WriteString("'")
 	return b.String(), nil
+}
+
+// sessionProbeSQL reads who is asking and the schemas the session's
+// search_path resolves to. It runs unpinned (the path is what it reads), so
+// it names nothing the session can stand in for: one qualified built-in
+// function of the session's state and a keyword, no operator, cast,
+// relation or type name.
+const sessionProbeSQL = "SELECT CURRENT_USER AS role, pg_catalog.array_to_json(pg_catalog.current_schemas(false)) AS path"
+
+// SessionProbe is the one statement that runs without pinned resolution:
+// it returns one row (role, search_path as a JSON array of schema names).
+// Everything else the proxy or the engine runs on a client's session is
+// sealed and runs pinned.
+func SessionProbe() Statement {
+	st, err := Seal(sessionProbeSQL, Options{Catalog: Builtins{"array_to_json": Stable, "current_schemas": Stable}})
+	if err != nil {
+		panic("guard: the session probe does not seal: " + err.Error())
+	}
+	st.probe = true
+	return st
 }

@@ -17,6 +17,8 @@ type Statement struct {
 	sealed  string
 	display string
 	checked *Checked
+	// probe marks SessionProbe, the one statement run unpinned.
+	probe bool
 }
 
 // SQL is the sealed text: what the server executes. It is ASCII only (other
@@ -48,6 +50,9 @@ func Seal(sql string, opts Options) (Statement, error) {
 	for _, fc := range c.builtinCalls {
 		name := fc.GetFuncname()
 		fc.Funcname = append([]*pg_query.Node{pg_query.MakeStrNode("pg_catalog")}, name...)
+	}
+	if err := qualifyNames(c, &opts); err != nil {
+		return Statement{}, err
 	}
 	text, err := pg_query.Deparse(c.tree)
 	if err != nil {

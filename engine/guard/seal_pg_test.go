@@ -49,7 +49,7 @@ func newLexFixture(t testing.TB) *lexFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	return &lexFixture{conn: conn, opts: Options{Catalog: builtins(t)}}
+	return &lexFixture{conn: conn, opts: Options{Catalog: builtins(t), Names: SearchPath{"public"}}}
 }
 
 // results runs sql as one simple Query under settings, inside a READ ONLY

@@ -15,25 +15,25 @@ func TestSeal(t *testing.T) {
 		sql  string
 		want string // the sealed text
 	}{
-		{"plain", "select id from customers where city = 'LA'", "SELECT id FROM customers WHERE city = 'LA'"},
+		{"plain", "select id from customers where city = 'LA'", "SELECT id FROM public.customers WHERE city = 'LA'"},
 		{"functions qualified", "SELECT lower(name), count(*) FROM customers GROUP BY 1",
-			"SELECT pg_catalog.lower(name), pg_catalog.count(*) FROM customers GROUP BY 1"},
-		{"qualified stays", "SELECT pg_catalog.upper(name) FROM customers", "SELECT pg_catalog.upper(name) FROM customers"},
-		{"allowed user function unqualified", "SELECT score(id) FROM customers", "SELECT score(id) FROM customers"},
-		{"non-ASCII string", "SELECT * FROM customers WHERE city = 'München'", `SELECT * FROM customers WHERE city = E'M\u00FCnchen'`},
+			"SELECT pg_catalog.lower(name), pg_catalog.count(*) FROM public.customers GROUP BY 1"},
+		{"qualified stays", "SELECT pg_catalog.upper(name) FROM customers", "SELECT pg_catalog.upper(name) FROM public.customers"},
+		{"allowed user function unqualified", "SELECT score(id) FROM customers", "SELECT public.score(id) FROM public.customers"},
+		{"non-ASCII string", "SELECT * FROM customers WHERE city = 'München'", `SELECT * FROM public.customers WHERE city = E'M\u00FCnchen'`},
 		{"astral", "SELECT '😀'", `SELECT E'\U0001F600'`},
 		{"backslash under standard strings", `SELECT '\d+'`, `SELECT E'\\d+'`},
 		{"E string with escaped quote", `SELECT E'a\'b\\c'`, `SELECT E'a''b\\c'`},
 		{"dollar quote", "SELECT $x$it's; DROP TABLE t$x$", "SELECT 'it''s; DROP TABLE t'"},
-		{"quoted non-ASCII identifier", `SELECT "Straße" FROM t`, `SELECT U&"Stra\00DFe" FROM t`},
-		{"unquoted non-ASCII identifier", `SELECT straße FROM t`, `SELECT U&"stra\00DFe" FROM t`},
-		{"identifier with backslash and quote", `SELECT "a\b""c" FROM t`, `SELECT "a\b""c" FROM t`},
+		{"quoted non-ASCII identifier", `SELECT "Straße" FROM t`, `SELECT U&"Stra\00DFe" FROM public.t`},
+		{"unquoted non-ASCII identifier", `SELECT straße FROM t`, `SELECT U&"stra\00DFe" FROM public.t`},
+		{"identifier with backslash and quote", `SELECT "a\b""c" FROM t`, `SELECT "a\b""c" FROM public.t`},
 		{"comments dropped", "SELECT 1 /* é ; */ -- ü\n", "SELECT 1"},
 		{"unicode escape string", `SELECT U&'\00e9'`, `SELECT E'\u00E9'`},
 		{"continued string", "SELECT 'a'\n'b'", "SELECT 'ab'"},
-		{"typed literal", "SELECT date '2024-01-02', interval 'ñ'", `SELECT '2024-01-02'::date, E'\u00F1'::interval`},
+		{"typed literal", "SELECT date '2024-01-02', interval 'ñ'", `SELECT '2024-01-02'::pg_catalog.date, E'\u00F1'::interval`},
 	}
-	opts := withCatalog(t, Options{AllowFunctions: []string{"score"}})
+	opts := withCatalog(t, Options{AllowFunctions: []string{"score"}, Names: SearchPath{"public"}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st, err := Seal(tt.sql, opts)

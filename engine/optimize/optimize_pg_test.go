@@ -82,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{conn: conn, exec: engine.ConnExecutor{Conn: conn.PgConn()}, fake: fake, llm: client, opts: guard.Options{Catalog: fns}}
+	return &fixture{conn: conn, exec: engine.ConnExecutor{Conn: conn.PgConn()}, fake: fake, llm: client, opts: guard.Options{Catalog: fns, Names: guard.SearchPath{"public"}}}
 }
 
 // script makes the fake model propose rewrites in order, then repeat the
@@ -208,7 +208,7 @@ func TestDescentRejectsWrongAndKeepsBest(t *testing.T) {
 	// The prompts carried the feedback and the history of valid plans.
 	reqs := f.fake.RequestsTo(fakeollama.RouteChat)
 	last := reqs[len(reqs)-1].Messages[len(reqs[len(reqs)-1].Messages)-1].Content
-	for _, s := range []string{"Valid rewrites so far", "Feedback on the last attempt", "TABLE customers", "indexes:"} {
+	for _, s := range []string{"Valid rewrites so far", "Feedback on the last attempt", "TABLE public.customers", "indexes:"} {
 		if !strings.Contains(last, s) {
 			t.Errorf("last prompt lacks %q", s)
 		}
