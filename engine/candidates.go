@@ -240,8 +240,11 @@ func anyUnanswerable(cs []*Candidate) bool {
 // noUsableSQL is the error when every candidate failed.
 func noUsableSQL(rounds int, cands []*Candidate) error {
 	last := "was not produced"
-	guardOnly, deniedOnly := len(cands) > 0, len(cands) > 0
+	guardOnly, deniedOnly, tooMuch := len(cands) > 0, len(cands) > 0, len(cands) > 0
 	for _, c := range cands {
+		if c.Code != CodeProgramLimitExceeded {
+			tooMuch = false
+		}
 		if c.Problem != "" {
 			last = c.Problem
 		}
@@ -254,6 +257,9 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 	}
 	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
 	switch {
+	case tooMuch:
+		code = CodeProgramLimitExceeded
+		hint = "Every attempt asked more of the server than nlproxy allows (nesting, subqueries, CTEs or sizes). Ask for less at once, or narrow the question."
 	case guardOnly:
 		code = CodeInsufficientPriv
 		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint

@@ -461,6 +461,7 @@ func (e *Engine) retrieve(ctx context.Context, a *ask) {
 // Problem is why a candidate cannot be the answer yet, for the fixer.
 type Problem struct {
 	GuardReason string
+	GuardCode   string // the guard's SQLSTATE for GuardReason
 	ExecErr     *ServerError
 	Empty       bool
 	NullColumns []string
@@ -513,7 +514,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			}
 			softFixed = true
 		}
-		c.SQL, c.Problem, c.Code = sql, prob.String(), ""
+		c.SQL, c.Problem, c.Code = sql, prob.String(), prob.GuardCode
 		if prob.ExecErr != nil {
 			c.Code = prob.ExecErr.Code
 		}
@@ -548,7 +549,7 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 		var rej *guard.RejectError
 		if errors.As(err, &rej) {
 			st.Note = "guard: " + rej.Reason
-			return guard.Statement{}, nil, &Problem{GuardReason: rej.Reason}, nil
+			return guard.Statement{}, nil, &Problem{GuardReason: rej.Reason, GuardCode: rej.Code}, nil
 		}
 		return guard.Statement{}, nil, nil, err
 	}

@@ -24,11 +24,14 @@ import (
 // other side is not), its input/output, or a domain check calls a function
 // outside pg_catalog that no extension owns, or a volatile one; and when it
 // holds an unsafe type (domain, array, range, composite, a relation's row).
+// A view is unsafe when its rules call such a function, use an operator
+// implemented by one, or use an unsafe type: the dependencies Postgres
+// recorded, not the view's text, decide.
 const factsSQL = `WITH RECURSIVE
 bad_fn AS (
   SELECT p.oid FROM pg_catalog.pg_proc p
   WHERE p.provolatile = 'v'
-     OR (p.pronamespace <> 'pg_catalog'::pg_catalog.regnamespace
+     OR (p.pronamespace NOT IN ('pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace)
          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                          WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid AND d.deptype = 'e'))
 ),
@@ -56,6 +59,19 @@ seed AS (
    AND d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass
   JOIN pg_catalog.pg_operator o ON o.oid = d.refobjid
   WHERE con.contypid <> 0 AND o.oprcode IN (SELECT b.oid FROM bad_fn b)
+  UNION ALL
+  SELECT v.reltype, 'its definition calls ' || d.refobjid::pg_catalog.regprocedure::text
+  FROM pg_catalog.pg_rewrite rw JOIN pg_catalog.pg_class v ON v.oid = rw.ev_class
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = rw.oid
+   AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+  WHERE d.refobjid IN (SELECT b.oid FROM bad_fn b)
+  UNION ALL
+  SELECT v.reltype, 'its definition uses operator ' || o.oid::pg_catalog.regoperator::text
+  FROM pg_catalog.pg_rewrite rw JOIN pg_catalog.pg_class v ON v.oid = rw.ev_class
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = rw.oid
+   AND d.refclassid = 'pg_catalog.pg_operator'::pg_catalog.regclass
+  JOIN pg_catalog.pg_operator o ON o.oid = d.refobjid
+  WHERE o.oprcode IN (SELECT b.oid FROM bad_fn b)
 ),
 edge AS (
   SELECT t.oid AS child, t.typbasetype AS parent FROM pg_catalog.pg_type t WHERE t.typbasetype <> 0
@@ -79,6 +95,14 @@ UNION ALL
 SELECT 'unsafe', n.nspname::text, c.relname::text, pg_catalog.min(x.why)
 FROM taint x JOIN pg_catalog.pg_class c ON c.reltype = x.t JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 GROUP BY 2, 3
+UNION ALL
+SELECT 'unsafe', n.nspname::text, v.relname::text, 'its definition uses ' || x.t::pg_catalog.regtype::text || ': ' || pg_catalog.min(x.why)
+FROM pg_catalog.pg_rewrite rw JOIN pg_catalog.pg_class v ON v.oid = rw.ev_class
+JOIN pg_catalog.pg_namespace n ON n.oid = v.relnamespace
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = rw.oid
+ AND d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+JOIN taint x ON x.t = d.refobjid
+GROUP BY 2, 3, x.t
 UNION ALL
 SELECT 'rls', n.nspname::text, c.relname::text, ''
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace

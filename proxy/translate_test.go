@@ -84,9 +84,9 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 	case "bounded":
 		return final("SELECT current_setting('transaction_read_only') AS ro, current_setting('statement_timeout') AS st", 1500*time.Millisecond)
 	case "sneaky write":
-		return final("SELECT proxy_bump()", time.Minute)
+		return final("SELECT public.proxy_bump()", time.Minute)
 	case "too slow":
-		return final("SELECT count(*) FROM generate_series(1, 1000000000000) g", 100*time.Millisecond)
+		return final("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", 100*time.Millisecond)
 	case "in tx":
 		if req.TxStatus != 'T' {
 			return Translation{}, errors.New("want tx status T, got " + string(req.TxStatus))
@@ -234,7 +234,7 @@ func TestTranslationReadOnlyFinalRun(t *testing.T) {
 	// Fresh each run: the cluster is shared by the package and -count=N
 	// repeats this test against it.
 	if _, err := pc.Exec(ctx, `DROP TABLE IF EXISTS proxy_ro_t CASCADE; CREATE TABLE proxy_ro_t (x int);
-		CREATE OR REPLACE FUNCTION proxy_bump() RETURNS int LANGUAGE sql AS 'INSERT INTO proxy_ro_t VALUES (1) RETURNING x'`).ReadAll(); err != nil {
+		CREATE OR REPLACE FUNCTION proxy_bump() RETURNS int LANGUAGE sql AS 'INSERT INTO public.proxy_ro_t VALUES (1) RETURNING x'`).ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 

@@ -39,7 +39,8 @@ type Names interface {
 
 // SearchPath is a Names for callers that know only a fixed list of schemas
 // (tools, tests): an unqualified relation is taken to be in the first one
-// (or pg_catalog for pg_* names), types are pg_catalog's, nothing is unsafe.
+// (or pg_catalog for pg_* names); types and functions are pg_catalog's;
+// nothing is unsafe.
 type SearchPath []string
 
 // Relation implements Names.
@@ -54,12 +55,7 @@ func (p SearchPath) Relation(name string) string {
 func (SearchPath) Type(string) string { return "" }
 
 // Function implements Names.
-func (p SearchPath) Function(string) string {
-	if len(p) == 0 {
-		return ""
-	}
-	return p[0]
-}
+func (SearchPath) Function(string) string { return "" }
 
 // Unsafe implements Names.
 func (SearchPath) Unsafe(string, string) string { return "" }
