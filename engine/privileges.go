@@ -20,8 +20,9 @@ import (
 // every scope, which tables have row-level security in force for it, which
 // relations and types would make the server run code the guard cannot judge
 // (see guard.Names.Unsafe), and the user-defined types it may name. A type
-// is unsafe when a cast to it (or from it, unless it is pg_catalog's and the
-// other side is not), its input/output, or a domain check calls a function
+// is unsafe when a cast to or from it (unless it is pg_catalog's and the
+// other side is not: such a cast runs only on values of the other, user
+// type), its input/output, or a domain check calls a function
 // outside pg_catalog that no extension owns, or a volatile one; and when it
 // holds an unsafe type (domain, array, range, composite, a relation's row).
 // A view is unsafe when its rules call such a function, use an operator
@@ -42,7 +43,9 @@ seed AS (
     AND (s.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace OR d.typnamespace = 'pg_catalog'::pg_catalog.regnamespace)
   UNION ALL
   SELECT c.casttarget, 'a cast to it calls ' || c.castfunc::pg_catalog.regprocedure::text
-  FROM pg_catalog.pg_cast c WHERE c.castfunc IN (SELECT b.oid FROM bad_fn b)
+  FROM pg_catalog.pg_cast c JOIN pg_catalog.pg_type s ON s.oid = c.castsource JOIN pg_catalog.pg_type d ON d.oid = c.casttarget
+  WHERE c.castfunc IN (SELECT b.oid FROM bad_fn b)
+    AND (d.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace OR s.typnamespace = 'pg_catalog'::pg_catalog.regnamespace)
   UNION ALL
   SELECT t.oid, 'its input or output calls ' || f.oid::pg_catalog.regprocedure::text
   FROM pg_catalog.pg_type t JOIN bad_fn f ON f.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend, t.typmodin, t.typmodout)

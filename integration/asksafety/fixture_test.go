@@ -117,7 +117,7 @@ GRANT EXECUTE ON FUNCTION write_when_writable() TO `+askUser+`;`); err != nil {
 	return f
 }
 
-func randomSuffix(t *testing.T) string {
+func randomSuffix(t testing.TB) string {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
