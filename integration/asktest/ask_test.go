@@ -32,6 +32,7 @@ func TestAsk(t *testing.T) {
 	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
 	t.Run("Optimize", func(t *testing.T) { testOptimize(t, f) })
 	t.Run("OptimizeInMax", func(t *testing.T) { testOptimizeInMax(t, f) })
+	t.Run("TableFunction", func(t *testing.T) { testTableFunction(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {
