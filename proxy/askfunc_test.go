@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestFindAskFunc(t *testing.T) {
@@ -143,5 +147,41 @@ func BenchmarkPlainStatementCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTableFunctionThroughProxy: statements holding the table-function form
+// reach the translator whole, below and above the read buffer's size (the
+// slow path reads those whole); plain statements that merely mention
+// nlproxy, or are long, pass through untouched.
+func TestTableFunctionThroughProxy(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	tr := &scriptTranslator{}
+	_, addr := trustServer(t, &Server{Translator: tr})
+	c, err := pgx.Connect(ctx, trustURL(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	for _, size := range []int{10, 70 << 10} {
+		pad := strings.Repeat("x", size)
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+			var n, l int
+			err := c.QueryRow(ctx, "SELECT n, length('"+pad+"') FROM (SELECT * FROM nlproxy.ask('table function')) q LIMIT 1000", mode).Scan(&n, &l)
+			if err != nil || n != 7 || l != size {
+				t.Errorf("size %d %v: ask = %d, %d, %v", size, mode, n, l, err)
+			}
+			var s string
+			err = c.QueryRow(ctx, "SELECT 'SELECT * FROM nlproxy.ask(''q'')' || length('"+pad+"')", mode).Scan(&s)
+			if want := fmt.Sprintf("SELECT * FROM nlproxy.ask('q')%d", size); err != nil || s != want {
+				t.Errorf("size %d %v: plain = %q, %v; want %q", size, mode, s, err, want)
+			}
+		}
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.reqs) != 4 {
+		t.Errorf("translator asked %d times, want 4", len(tr.reqs))
 	}
 }
