@@ -664,9 +664,20 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		return ErrFailedTransaction
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
+	case errors.Is(err, llm.ErrTimeout) && ctx.Err() == nil:
+		// One model call ran past its own limit while the ask had time left.
+		msg := "nlproxy: a model call timed out"
+		if le != nil && le.Limit > 0 {
+			msg += fmt.Sprintf(" after %s", le.Limit)
+		}
+		if le != nil && le.Step != "" {
+			msg += " (step " + le.Step + ")"
+		}
+		return &Error{Code: CodeQueryCanceled, Message: msg,
+			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
 		return &Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
-			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout.", Err: err}
+			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
 		return &Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):
