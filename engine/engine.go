@@ -243,6 +243,9 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	} else {
 		a.schema0 = withoutSecuredExamples(snap.Schema, a.sess.secured)
 	}
+	if len(a.schema0.Tables) == 0 {
+		return nil, noTables(a, len(snap.Schema.Tables))
+	}
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
@@ -271,6 +274,19 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	}
 	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence})
 	return res, nil
+}
+
+// noTables says why an ask has no table to work with: the asking role may
+// read none of the database's tables, or the catalog saw none.
+func noTables(a *ask, all int) error {
+	if all > 0 {
+		return &Error{Code: CodeInsufficientPriv,
+			Message: fmt.Sprintf("nlproxy: role %s may read none of the %d tables of database %s", a.role(), all, a.req.Database),
+			Hint:    "Questions are answered from the tables and columns your role may SELECT; ask their owner for SELECT (GRANT SELECT ON … TO your role)."}
+	}
+	return &Error{Code: CodeUndefinedTable,
+		Message: "nlproxy: database " + a.req.Database + " has no tables the catalog can see",
+		Hint:    "Create the tables first, or check that nlproxy's catalog role may read them (README, \"The catalog\")."}
 }
 
 // examples are the remembered pairs most like the question.

@@ -61,8 +61,8 @@ type Error struct {
 	Hint       string // what the operator should do, e.g. "run `ollama pull x`"
 	// Limit is the per-call timeout a call of Kind ErrTimeout ran past.
 	Limit time.Duration
-	Kind       error
-	Err        error
+	Kind  error
+	Err   error
 }
 
 func (e *Error) Error() string {
