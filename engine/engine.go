@@ -243,6 +243,9 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	} else {
 		a.schema0 = withoutSecuredExamples(snap.Schema, a.sess.secured)
 	}
+	if len(a.schema0.Tables) == 0 {
+		return nil, noTables(a, len(snap.Schema.Tables))
+	}
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
@@ -271,6 +274,19 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	}
 	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence})
 	return res, nil
+}
+
+// noTables says why an ask has no table to work with: the asking role may
+// read none of the database's tables, or the catalog saw none.
+func noTables(a *ask, all int) error {
+	if all > 0 {
+		return &Error{Code: CodeInsufficientPriv,
+			Message: fmt.Sprintf("nlproxy: role %s may read none of the %d tables of database %s", a.role(), all, a.req.Database),
+			Hint:    "Questions are answered from the tables and columns your role may SELECT; ask their owner for SELECT (GRANT SELECT ON … TO your role)."}
+	}
+	return &Error{Code: CodeUndefinedTable,
+		Message: "nlproxy: database " + a.req.Database + " has no tables the catalog can see",
+		Hint:    "Create the tables first, or check that nlproxy's catalog role may read them (README, \"The catalog\")."}
 }
 
 // examples are the remembered pairs most like the question.
@@ -672,9 +688,20 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		return ErrFailedTransaction
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
+	case errors.Is(err, llm.ErrTimeout) && ctx.Err() == nil:
+		// One model call ran past its own limit while the ask had time left.
+		msg := "nlproxy: a model call timed out"
+		if le != nil && le.Limit > 0 {
+			msg += fmt.Sprintf(" after %s", le.Limit)
+		}
+		if le != nil && le.Step != "" {
+			msg += " (step " + le.Step + ")"
+		}
+		return &Error{Code: CodeQueryCanceled, Message: msg,
+			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
 		return &Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
-			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout.", Err: err}
+			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
 		return &Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -347,5 +348,37 @@ func TestPrivilegesRestrictSchema(t *testing.T) {
 	}
 	if !strings.Contains(prompt, "stores") || strings.Contains(prompt, "CREATE TABLE sales") || strings.Contains(prompt, "CREATE TABLE public.sales") {
 		t.Fatalf("candidate prompt should show stores but not sales:\n%s", prompt)
+	}
+}
+
+// A role that may read no table gets 42501 with the privileges hint before
+// any model call, not an internal error from an empty prompt.
+func TestPrivilegesNothingReadable(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	role := fmt.Sprintf("nobody_%d", time.Now().UnixNano())
+	if err := f.cluster.Exec(ctx, "postgres", "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgconn.ParseConfig(f.cluster.URL(role, "", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	f.fake.SetRules(fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`})
+	f.fake.Reset()
+	req := f.request("how many stores")
+	req.User, req.Exec = role, ConnExecutor{Conn: conn}
+	_, err = f.engine(t).Translate(ctx, req)
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Code != CodeInsufficientPriv || !strings.Contains(ee.Message, role) || !strings.Contains(ee.Hint, "GRANT SELECT") {
+		t.Fatalf("err = %v, want 42501 naming the role with the privileges hint", err)
+	}
+	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {
+		t.Errorf("%d model calls for a role that can read nothing", n)
 	}
 }

@@ -14,6 +14,7 @@ const (
 	CodeInFailedTransaction  = pg.CodeInFailedTransaction
 	CodeInsufficientPriv     = pg.CodeInsufficientPrivilege
 	CodeUndefinedObject      = pg.CodeUndefinedObject // configured model not present in Ollama
+	CodeUndefinedTable       = pg.CodeUndefinedTable
 	CodeProgramLimitExceeded = pg.CodeProgramLimitExceeded
 	CodeQueryCanceled        = pg.CodeQueryCanceled
 	CodeSystemError          = pg.CodeSystemError // model server unreachable or failing

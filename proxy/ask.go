@@ -52,7 +52,7 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if !maybeMarker(b[5:]) {
+	if !maybeMarker(b[5:]) && !s.mayAskFunc(n) {
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
@@ -78,7 +78,7 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	body := b[5:]
-	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) {
+	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) && !s.mayAskFunc(n) {
 		s.batchOpen = true
 		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}
@@ -122,7 +122,8 @@ func (s *session) readParse(n int) (msg []byte, name string, m Marker, tail []by
 // parseMarker reads statement text in the client's encoding; a marker's
 // question goes to the engine as UTF-8.
 func (s *session) parseMarker(text []byte) (Marker, error) {
-	if !maybeMarker(text[:min(len(text), 64)]) {
+	prefix, fn := maybeMarker(text[:min(len(text), 64)]), mayHoldAskFunc(text)
+	if !prefix && !fn {
 		return Marker{}, nil
 	}
 	utf, err := s.fromClient(text)
@@ -135,7 +136,25 @@ func (s *session) parseMarker(text []byte) (Marker, error) {
 		}
 		return m, nil
 	}
-	return ParseMarker(utf), nil
+	if m := ParseMarker(utf); m.Kind != MarkerNone || !fn {
+		return m, nil
+	}
+	return findAskFunc(utf), nil
+}
+
+// mayAskFunc peeks at a whole Query or Parse message of n bytes and says
+// whether it may hold the table-function form. A message longer than the
+// read buffer cannot be looked at in place: it takes the slow path, read
+// whole.
+func (s *session) mayAskFunc(n int) bool {
+	if 5+n > s.cr.Size() {
+		return true
+	}
+	b, err := s.cr.Peek(5 + n)
+	if err != nil {
+		return true // the slow path reports it
+	}
+	return mayHoldAskFunc(b[5:])
 }
 
 // ---- tracked mode: every message upstream is queued with its handling ----
@@ -481,6 +500,9 @@ func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
 	}
 	if s.srv.Translator == nil {
 		return Translation{}, noEngineError()
+	}
+	if m.invalid != nil {
+		return Translation{}, m.invalid
 	}
 	if m.unreadable != nil {
 		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeCharacterNotInRepertoire,

@@ -38,8 +38,13 @@ type Marker struct {
 	// marker names none. The proxy does not interpret it: the translator
 	// decides which names exist.
 	Profile string
+	// Statement, for the table-function form (nlproxy.ask('…') in FROM,
+	// see askfunc.go), is the whole statement: the answer takes the call's
+	// place in it (Embed). "" for the other forms.
+	Statement string
 
-	unreadable error // the question is not valid in the client's encoding
+	unreadable error    // the question is not valid in the client's encoding
+	invalid    *PgError // the table-function form is misused
 }
 
 // ParseMarker recognizes a natural-language statement. Forms (keywords are

@@ -87,6 +87,16 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 		return final("SELECT public.proxy_bump()", time.Minute)
 	case "too slow":
 		return final("SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", 100*time.Millisecond)
+	case "table function":
+		// The table-function form: the answer goes in the call's place.
+		if req.Marker.Statement == "" {
+			return Translation{}, errors.New("table function without its statement")
+		}
+		text, err := req.Marker.Embed("SELECT 7 AS n")
+		if err != nil {
+			return Translation{}, err
+		}
+		return final(text, time.Minute)
 	case "in tx":
 		if req.TxStatus != 'T' {
 			return Translation{}, errors.New("want tx status T, got " + string(req.TxStatus))

@@ -198,6 +198,16 @@ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
 				pgx.Identifier{c.User}.Sanitize())))
 		return false
 	}
+	if readable < total {
+		// Not a failure (a catalog may be meant to see part of a
+		// database), but tables created after the grants are the usual
+		// cause.
+		log.Warn("the catalog role cannot read some of the database's tables; questions will not see them",
+			zap.Int("tables_unreadable", total-readable), zap.Int("tables_readable", readable), zap.Int("tables", total),
+			zap.String("fix", fmt.Sprintf("GRANT SELECT ON the tables TO %[1]s; for tables created later, ALTER DEFAULT PRIVILEGES FOR ROLE <owner> IN SCHEMA … GRANT SELECT ON TABLES TO %[1]s",
+				pgx.Identifier{c.User}.Sanitize())))
+		return true
+	}
 	log.Info("catalog role can connect and read the schema", zap.Int("tables_readable", readable), zap.Int("tables", total))
 	return true
 }

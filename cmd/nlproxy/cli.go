@@ -122,8 +122,13 @@ func printFlagUsage(fs *flag.FlagSet, args []string, synopsis string, env []stri
 		return
 	}
 	w := fs.Output()
-	fmt.Fprintf(w, "Usage:\n  %s\n\nFlags:\n", synopsis)
-	fs.PrintDefaults()
+	fmt.Fprintf(w, "Usage:\n  %s\n", synopsis)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintf(w, "\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	if len(env) > 0 {
 		fmt.Fprintf(w, "\nEnvironment (a flag given on the command line wins):\n")
 		for _, line := range wrapWords(env, 76) {

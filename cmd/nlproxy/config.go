@@ -131,7 +131,8 @@ func defaultConfig() Config {
 		ShutdownTimeout:  Duration(30 * time.Second),
 		LogLevel:         "info",
 		LogFormat:        "console",
-		Ops:              OpsConfig{CatalogStorePoll: Duration(10 * time.Second)},
+		// Every default is here, so --help shows it.
+		Ops: OpsConfig{CatalogStorePoll: Duration(10 * time.Second), AdminRecentAsks: 100},
 		Engine: EngineConfig{
 			Model:            "qwen2.5-coder:7b",
 			NumCtx:           8192,
@@ -146,6 +147,7 @@ func defaultConfig() Config {
 			RunTimeout:       Duration(time.Minute),
 			CacheTTL:         Duration(10 * time.Minute),
 			CacheSize:        1000,
+			AskAll:           AskAllConfig{TopK: 3, MaxSteps: 4},
 			DataDir:          defaultDataDir(),
 			RefreshEvery:     Duration(10 * time.Minute),
 			Optimize:         defaultOptimizeConfig(),

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
 // composeFile is the part of docker/compose.yaml the checks read.
@@ -69,6 +75,13 @@ func TestComposeFile(t *testing.T) {
 		}
 		for _, v := range svc.Volumes {
 			vol, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(vol, ".") {
+				// A bind mount of the repository's docker/ folder.
+				if _, err := os.Stat(filepath.Join("../../docker", vol)); err != nil {
+					t.Errorf("%s mounts %s: %v", name, vol, err)
+				}
+				continue
+			}
 			if _, ok := cf.Volumes[vol]; !ok {
 				t.Errorf("%s mounts undeclared volume %s", name, vol)
 			}
@@ -185,5 +198,64 @@ func TestHealthcheckCommand(t *testing.T) {
 	}
 	if err := runHealthcheck(context.Background(), []string{"extra"}, env, &out, &errb); exitCode(err) != 2 {
 		t.Errorf("stray argument: exit %d, want 2", exitCode(err))
+	}
+}
+
+// TestComposeCatalogRole runs compose's init SQL on a real Postgres as the
+// image would (as POSTGRES_USER, a superuser, in POSTGRES_DB): the catalog
+// role the nlproxy service connects as reads the application's tables,
+// those created later included, and can write nothing.
+func TestComposeCatalogRole(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	owner, db := pgtest.UniqueName(t, "app"), pgtest.UniqueName(t, "appdb")
+	if err := c.CreateRole(ctx, owner, "owner-pass", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Exec(ctx, "postgres", "CREATE DATABASE "+db+" OWNER "+owner); err != nil {
+		t.Fatal(err)
+	}
+	initSQL, err := os.ReadFile("../../docker/initdb/10-catalog-role.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := pgx.Connect(ctx, c.URL(owner, "owner-pass", db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(ctx)
+	for _, sql := range []string{"CREATE TABLE before_init (id int)", string(initSQL), "CREATE TABLE after_init (id int)"} {
+		if _, err := app.Exec(ctx, sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%.60s: %v", sql, err)
+		}
+	}
+	// The credentials compose gives nlproxy.
+	raw, err := os.ReadFile("../../docker/compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(raw, &cf); err != nil {
+		t.Fatal(err)
+	}
+	dsn := cf.Services["nlproxy"].Environment["NLPROXY_CATALOG_DSN"]
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil || cfg.User != "nlproxy_catalog" {
+		t.Fatalf("NLPROXY_CATALOG_DSN %q: %v", dsn, err)
+	}
+	cat, err := pgx.Connect(ctx, c.URL(cfg.User, cfg.Password, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close(ctx)
+	for _, table := range []string{"before_init", "after_init"} {
+		var n int
+		if err := cat.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+			t.Errorf("catalog role reads %s: %v", table, err)
+		}
+		var pe *pgconn.PgError
+		if _, err := cat.Exec(ctx, "INSERT INTO "+table+" VALUES (1)"); !errors.As(err, &pe) || pe.Code != "42501" {
+			t.Errorf("catalog role writes %s: %v, want 42501", table, err)
+		}
 	}
 }

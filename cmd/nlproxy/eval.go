@@ -10,14 +10,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/report"
 	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/proxy"
 )
 
 const evalUsage = `Usage:
@@ -71,6 +74,10 @@ func (d *datasetFlags) register(set *flag.FlagSet) {
 
 func (d *datasetFlags) open() (*dataset.Dataset, []string, error) {
 	ds, err := dataset.Open(d.format, d.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		// The default directory is the repository's; elsewhere it is not there.
+		return nil, nil, fmt.Errorf("%w\nno %s dataset at %s: give its directory with --data DIR (the default, datasets/sql-eval, is relative to the nlproxy repository)", err, d.format, d.dir)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,8 +120,15 @@ func evalLoad(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, db := range dbs {
 		start := time.Now()
 		l, err := dataset.Load(ctx, connect, ds, db, opts)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42P04" {
+			return fmt.Errorf("%w\nthe database is there from an earlier load: run again with --replace to drop and reload it", err)
+		}
 		if err != nil {
 			return err
+		}
+		for _, w := range l.Warnings {
+			fmt.Fprintf(stderr, "warning: %s: %s\n", l.DB, w)
 		}
 		loaded = append(loaded, l)
 		fmt.Fprintf(stdout, "loaded %s as %s: %d column descriptions (%s)\n", l.DB, l.Target, l.Comments, time.Since(start).Round(time.Millisecond))
@@ -183,8 +197,10 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		ds.Questions = ds.Questions[:*limit]
 	}
 	target := *proxyURL
+	var failed *failedAsks
 	if *upstream != "" {
-		addr, stop, err := startEvalProxy(ctx, *upstream, serveArgs, stderr)
+		failed = &failedAsks{last: map[uint32]proxy.AskReport{}}
+		addr, stop, err := startEvalProxy(ctx, *upstream, serveArgs, stderr, failed.record)
 		if err != nil {
 			return err
 		}
@@ -208,11 +224,15 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		progress = stderr
 	}
 	start := time.Now()
-	results, err := runner.Run(ctx, ds, runner.Options{
+	opts := runner.Options{
 		Connect: connect, Profile: *profile, Run: *label, Compare: *cmp, Parallel: *parallel,
 		Timeout: *timeout, StatementTimeout: *stmtTimeout, Results: *out, RetryErrors: *retry,
 		Progress: progress, TTY: isTerminal(stderr),
-	})
+	}
+	if failed != nil {
+		opts.FailedAsk = failed.lookup
+	}
+	results, err := runner.Run(ctx, ds, opts)
 	if err != nil {
 		return err
 	}
@@ -222,7 +242,7 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // startEvalProxy serves nlproxy on a loopback port with serve's
 // configuration (environment, --config, the serve flags given).
-func startEvalProxy(ctx context.Context, upstream string, serveArgs []string, stderr io.Writer) (string, func(), error) {
+func startEvalProxy(ctx context.Context, upstream string, serveArgs []string, stderr io.Writer, onAsk func(*proxy.AskRecord)) (string, func(), error) {
 	args := append([]string{"--listen", "127.0.0.1:0", "--upstream", upstream, "--log-level", "warn"}, serveArgs...)
 	cfg, err := loadConfig(args, os.Getenv, stderr)
 	if err != nil {
@@ -244,6 +264,11 @@ func startEvalProxy(ctx context.Context, upstream string, serveArgs []string, st
 		return "", nil, err
 	}
 	parts.attach(srv)
+	if next := srv.OnAsk; next != nil {
+		srv.OnAsk = func(r *proxy.AskRecord) { onAsk(r); next(r) }
+	} else {
+		srv.OnAsk = onAsk
+	}
 	parts.checkModels(ctx, logger)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -263,6 +288,32 @@ func startEvalProxy(ctx context.Context, upstream string, serveArgs []string, st
 		_ = logger.Sync()
 	}
 	return ln.Addr().String(), stop, nil
+}
+
+// failedAsks keeps, per backend PID, the account of the last ask that
+// failed there: eval records its model calls and tokens too. The proxy
+// reports an ask before the client sees its error.
+type failedAsks struct {
+	mu   sync.Mutex
+	last map[uint32]proxy.AskReport
+}
+
+func (f *failedAsks) record(r *proxy.AskRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Err == nil || r.Report == nil {
+		delete(f.last, r.BackendPID)
+		return
+	}
+	f.last[r.BackendPID] = *r.Report
+}
+
+func (f *failedAsks) lookup(pid uint32) (calls, prompt, completion int, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rep, ok := f.last[pid]
+	delete(f.last, pid)
+	return rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens, ok
 }
 
 // proxyTarget is the upstream URL pointed at the in-process proxy: the

@@ -37,6 +37,16 @@ func TestEvalCommands(t *testing.T) {
 	if !strings.Contains(out.String(), "loaded restaurants as "+prefix+"restaurants") {
 		t.Fatalf("eval load said %q", out.String())
 	}
+	// A second load names --replace; a dataset directory that is not there
+	// names --data.
+	err := run(ctx, []string{"eval", "load", "--upstream", upstream, "--data", data, "--db", "restaurants", "--prefix", prefix}, &out, &errb)
+	if err == nil || !strings.Contains(reportError(err), "--replace") {
+		t.Errorf("second eval load: %v, want a hint naming --replace", err)
+	}
+	err = run(ctx, []string{"eval", "load", "--upstream", upstream, "--data", filepath.Join(dir, "nosuch")}, &out, &errb)
+	if err == nil || !strings.Contains(reportError(err), "--data DIR") {
+		t.Errorf("eval load without a dataset: %v, want a hint naming --data", err)
+	}
 	var comments int
 	conn, err := cluster.Connect(ctx, prefix+"restaurants")
 	if err != nil {
@@ -129,6 +139,30 @@ func TestEvalCommands(t *testing.T) {
 	}
 	if err := run(ctx, []string{"eval", "compare", results}, &out, &errb); exitCode(err) != 2 {
 		t.Errorf("compare with one file: %v (exit %d), want a usage error", err, exitCode(err))
+	}
+
+	// A model that never writes SQL: the asks fail, and their results
+	// still record the model calls and tokens they spent.
+	bad := fakeollama.New(t, fakeollama.Options{Default: &fakeollama.Rule{Name: "no sql", Reply: "I would rather not."}})
+	failedResults := filepath.Join(dir, "failed.jsonl")
+	if err := run(ctx, []string{"eval", "run", "--upstream", upstream, "--data", data, "--db", "restaurants", "--prefix", prefix,
+		"--out", failedResults, "--limit", "2", "--run", "bad", "--quiet", "--",
+		"--ollama-host", bad.URL(), "--model", "sim-model", "--data-dir", filepath.Join(dir, "catalog")}, &out, &errb); err != nil {
+		t.Fatalf("eval run with a failing model: %v\n%s", err, errb.String())
+	}
+	rs, err = runner.ReadResults(failedResults)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("failed results: %d, %v", len(rs), err)
+	}
+	failedCalls := 0
+	for _, r := range rs {
+		if r.Right() || r.LLMCalls == 0 {
+			t.Errorf("%s: outcome %s with %d model calls, want a failure that counts its calls", r.ID, r.Outcome, r.LLMCalls)
+		}
+		failedCalls += r.LLMCalls
+	}
+	if n := len(bad.RequestsTo(fakeollama.RouteChat)); failedCalls != n {
+		t.Errorf("results record %d model calls, the model saw %d", failedCalls, n)
 	}
 }
 

@@ -66,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		switch args[0] {
+		case "-h", "-help", "--help":
+			fmt.Fprint(stdout, usage)
+			return nil
 		case "serve", "demo", "healthcheck":
 			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
 		case "catalog":

@@ -46,6 +46,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if req.Marker.Statement != "" {
+		return t.embedded(ctx, req)
+	}
 	if req.Marker.Kind == proxy.MarkerOptimize {
 		return t.optimize(ctx, req)
 	}
@@ -88,11 +91,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		}
 		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
 	}
-	timeout := t.StatementTimeout
-	if timeout <= 0 {
-		timeout = DefaultStatementTimeout
-	}
-	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown), Report: report(res)}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
 }
 
 // report is the engine's account of an answered ask for the proxy's audit

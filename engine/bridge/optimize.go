@@ -28,14 +28,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 	if req.TxStatus == byte(pg.TxFailed) {
 		return proxy.Translation{}, toPgError(engine.ErrFailedTransaction)
 	}
-	opts := t.Engine.Guard
-	if t.Engine.Catalogs != nil {
-		// With the database's function catalog the guard accepts its
-		// non-volatile built-ins; without it, only the short reviewed list.
-		if snap, err := t.Engine.Catalogs.Get(ctx, req.Database); err == nil && snap.Functions != nil {
-			opts.Catalog = snap.Functions
-		}
-	}
+	opts := t.guardOptions(ctx, req.Database)
 	opts.AllowExplain = false
 	if t.Engine.Catalogs != nil {
 		// The user's SQL and every rewrite are sealed with names qualified

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Error kinds, checked with errors.Is. Every error returned by this package's
@@ -58,8 +59,10 @@ type Error struct {
 	Attempts   int
 	StatusCode int    // HTTP status when the server answered, else 0
 	Hint       string // what the operator should do, e.g. "run `ollama pull x`"
-	Kind       error
-	Err        error
+	// Limit is the per-call timeout a call of Kind ErrTimeout ran past.
+	Limit time.Duration
+	Kind  error
+	Err   error
 }
 
 func (e *Error) Error() string {

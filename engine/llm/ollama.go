@@ -278,6 +278,7 @@ func (c *OllamaClient) retry(ctx context.Context, op, model, step string, fn fun
 			e.Hint = pullHint(model)
 		}
 		if errors.Is(e.Kind, ErrTimeout) {
+			e.Limit = c.cfg.CallTimeout
 			e.Hint = fmt.Sprintf("each call is limited to %s (CallTimeout)", c.cfg.CallTimeout)
 		}
 		if errors.Is(e.Kind, ErrUnreachable) {

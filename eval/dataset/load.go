@@ -44,6 +44,9 @@ type Loaded struct {
 	Target   string // the name created on the server
 	Comments int    // column descriptions loaded as COMMENT ON COLUMN
 	Glossary string // the metadata's glossary text, for the catalog glossary
+	// Warnings name the descriptions left out: their table or column was
+	// not found.
+	Warnings []string
 }
 
 // DatabaseFiles finds a database's files: <dir>/databases/<db>/<db>.sql (or
@@ -130,11 +133,11 @@ func Load(ctx context.Context, connect Connector, ds *Dataset, db string, opts L
 		}
 	}
 	if meta != "" {
-		n, gloss, err := applyMetadata(ctx, conn, meta, "")
+		n, gloss, warnings, err := applyMetadata(ctx, conn, meta, "")
 		if err != nil {
 			return out, fmt.Errorf("load %s: %w", db, err)
 		}
-		out.Comments, out.Glossary = n, gloss
+		out.Comments, out.Glossary, out.Warnings = n, gloss, warnings
 	}
 	if opts.Analyze {
 		if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
@@ -184,11 +187,11 @@ func LoadSchema(ctx context.Context, conn *pgx.Conn, ds *Dataset, db, schema str
 		return out, fmt.Errorf("load %s: %s: %w", db, data, err)
 	}
 	if meta != "" {
-		n, gloss, err := applyMetadata(ctx, conn, meta, schema)
+		n, gloss, warnings, err := applyMetadata(ctx, conn, meta, schema)
 		if err != nil {
 			return out, fmt.Errorf("load %s: %w", db, err)
 		}
-		out.Comments, out.Glossary = n, gloss
+		out.Comments, out.Glossary, out.Warnings = n, gloss, warnings
 	}
 	return out, nil
 }
@@ -251,11 +254,16 @@ func readMeta(path string) (*metadata, error) {
 
 // applyMetadata loads column descriptions as COMMENT ON COLUMN (the catalog
 // reads comments) on the tables of schema (unqualified: the search path
-// when "") and returns the glossary text.
-func applyMetadata(ctx context.Context, conn *pgx.Conn, path, schema string) (int, string, error) {
+// when "") and returns the glossary text. Names are resolved as Postgres
+// resolves them: the metadata's table names may be schema-qualified
+// ("consumer_div.coupons") and in mixed case for tables created unquoted
+// ("sbCustomer" is sbcustomer); a quoted mixed-case name is found too. A
+// description whose table or column cannot be found is left out with a
+// warning; the others are loaded.
+func applyMetadata(ctx context.Context, conn *pgx.Conn, path, schema string) (n int, gloss string, warnings []string, err error) {
 	m, err := readMeta(path)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	tables := make([]string, 0, len(m.Tables))
 	for t := range m.Tables {
@@ -263,26 +271,85 @@ func applyMetadata(ctx context.Context, conn *pgx.Conn, path, schema string) (in
 	}
 	sort.Strings(tables)
 	var b strings.Builder
-	n := 0
 	for _, t := range tables {
+		var described []ColumnMeta
 		for _, c := range m.Tables[t] {
-			if strings.TrimSpace(c.Description) == "" {
+			if strings.TrimSpace(c.Description) != "" {
+				described = append(described, c)
+			}
+		}
+		if len(described) == 0 {
+			continue
+		}
+		rel, cols, err := resolveTable(ctx, conn, t, schema)
+		if err != nil {
+			return 0, "", nil, fmt.Errorf("column comments: %w", err)
+		}
+		if rel == "" {
+			warnings = append(warnings, fmt.Sprintf("table %s not found: %d column descriptions not loaded", t, len(described)))
+			continue
+		}
+		for _, c := range described {
+			col, ok := cols[c.Name]
+			if !ok {
+				col, ok = cols[strings.ToLower(c.Name)]
+			}
+			if !ok {
+				warnings = append(warnings, fmt.Sprintf("column %s.%s not found: its description is not loaded", t, c.Name))
 				continue
 			}
-			col := pgx.Identifier{t, c.Name}
-			if schema != "" {
-				col = pgx.Identifier{schema, t, c.Name}
-			}
-			fmt.Fprintf(&b, "COMMENT ON COLUMN %s IS %s;\n", col.Sanitize(), quoteLiteral(c.Description))
+			fmt.Fprintf(&b, "COMMENT ON COLUMN %s.%s IS %s;\n", rel, pgx.Identifier{col}.Sanitize(), quoteLiteral(c.Description))
 			n++
 		}
 	}
 	if n > 0 {
 		if _, err := conn.Exec(ctx, b.String(), pgx.QueryExecModeSimpleProtocol); err != nil {
-			return 0, "", fmt.Errorf("column comments: %w", err)
+			return 0, "", nil, fmt.Errorf("column comments: %w", err)
 		}
 	}
-	return n, glossaryText(m.Glossary), nil
+	return n, glossaryText(m.Glossary), warnings, nil
+}
+
+// resolveTable finds the metadata's table name as Postgres would read it
+// (unquoted parts folded to lower case), or else as one exact name; rel is
+// the table as SQL text ("" when not found), cols its columns by name.
+func resolveTable(ctx context.Context, conn *pgx.Conn, table, schema string) (rel string, cols map[string]string, err error) {
+	exact := pgx.Identifier{table}.Sanitize()
+	written := table
+	if schema != "" {
+		q := pgx.Identifier{schema}.Sanitize() + "."
+		exact = q + exact
+		if !strings.Contains(table, ".") {
+			written = q + table
+		}
+	}
+	var oid *uint32
+	// to_regclass fails (rather than returning NULL) on text that is not a
+	// name at all; the exact spelling is the fallback then too.
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1)::oid", written).Scan(&oid); err != nil || oid == nil {
+		if err := conn.QueryRow(ctx, "SELECT pg_catalog.to_regclass($1)::oid", exact).Scan(&oid); err != nil {
+			return "", nil, err
+		}
+	}
+	if oid == nil {
+		return "", nil, nil
+	}
+	rows, err := conn.Query(ctx, "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped", *oid)
+	if err != nil {
+		return "", nil, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", nil, err
+	}
+	cols = make(map[string]string, len(names))
+	for _, a := range names {
+		cols[a] = a
+	}
+	if err := conn.QueryRow(ctx, "SELECT $1::oid::regclass::text", *oid).Scan(&rel); err != nil {
+		return "", nil, err
+	}
+	return rel, cols, nil
 }
 
 // glossaryText accepts the glossary as a string or a list of strings.

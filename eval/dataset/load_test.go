@@ -223,3 +223,56 @@ func TestLoadTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadResolvesNames: metadata naming tables in mixed case (created
+// unquoted, so folded), schema-qualified, or quoted, gets its comments; a
+// description whose table or column is missing is left out with a warning
+// and the rest still loads.
+func TestLoadResolvesNames(t *testing.T) {
+	c := pgtest.New(t, pgtest.Options{})
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := "mixed"
+	if err := os.MkdirAll(filepath.Join(dir, "databases", db), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ddl := `CREATE TABLE sbCustomer (sbCustId text, name text);
+CREATE SCHEMA consumer_div; CREATE TABLE consumer_div.coupons (id int);
+CREATE TABLE "QuotedT" ("MixedCol" int);`
+	meta := `{"table_metadata": {
+  "sbCustomer": [{"column_name": "sbCustId", "data_type": "text", "column_description": "the customer"},
+                 {"column_name": "gone", "data_type": "text", "column_description": "dropped long ago"}],
+  "consumer_div.coupons": [{"column_name": "id", "data_type": "int", "column_description": "the coupon"}],
+  "QuotedT": [{"column_name": "MixedCol", "data_type": "int", "column_description": "quoted"}],
+  "nosuch": [{"column_name": "a", "data_type": "int", "column_description": "b"}]}}`
+	for name, body := range map[string]string{db + ".sql": ddl, db + ".json": meta} {
+		if err := os.WriteFile(filepath.Join(dir, "databases", db, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := &Dataset{Name: FormatSQLEval, Dir: dir}
+	connect := func(ctx context.Context, db string) (*pgx.Conn, error) { return c.Connect(ctx, db) }
+	l, err := Load(ctx, connect, ds, db, LoadOptions{Prefix: pgtest.UniqueName(t, "ld") + "_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Comments != 3 || len(l.Warnings) != 2 {
+		t.Fatalf("Comments = %d, Warnings = %q; want 3 and 2", l.Comments, l.Warnings)
+	}
+	if !strings.Contains(strings.Join(l.Warnings, "\n"), "sbCustomer.gone") || !strings.Contains(strings.Join(l.Warnings, "\n"), "nosuch") {
+		t.Errorf("warnings %q should name sbCustomer.gone and nosuch", l.Warnings)
+	}
+	conn, err := c.Connect(ctx, l.Target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var got string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(col_description(attrelid, attnum), ',' ORDER BY attrelid::regclass::text)
+		FROM pg_attribute WHERE col_description(attrelid, attnum) IS NOT NULL`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "quoted,the coupon,the customer" {
+		t.Errorf("comments = %q", got)
+	}
+}

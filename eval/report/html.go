@@ -69,9 +69,15 @@ func WriteHTML(w io.Writer, results []runner.Result, opts HTMLOptions) error {
 			qv = append(qv, v)
 		}
 	}
+	nRight := 0
+	for _, q := range qv {
+		if q.Right {
+			nRight++
+		}
+	}
 	data := map[string]any{
 		"Title": opts.Title, "Note": opts.Note, "Generated": opts.Now.Format(time.RFC3339),
-		"Series": sv, "Questions": qv,
+		"Series": sv, "Questions": qv, "NRight": nRight, "NNotRight": len(qv) - nRight,
 		"CategoryPlot": template.HTML(categoryPlot(series)),
 		"CallsPlot":    template.HTML(callsPlot(series)),
 		"LatencyPlot":  template.HTML(latencyPlot(series)),
@@ -102,7 +108,7 @@ func esc(s string) string { return html.EscapeString(s) }
 
 func legend(b *strings.Builder, series []Series, x, y int) {
 	for i, s := range series {
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
+		fmt.Fprintf(b, `<rect class="legend" x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" font-size="11">%s</text>`,
 			x, y+i*15, palette[i%len(palette)], x+14, y+i*15+9, esc(s.Name))
 	}
 }
@@ -133,13 +139,22 @@ func categoryPlot(series []Series) string {
 		names = append(names, c)
 	}
 	sort.Strings(names)
-	const h, top, left, plotH = 300, 30, 40, 200
+	const top, left, plotH = 30, 40, 200
 	groupW := max(20*len(series)+20, 60)
-	w := max(left+groupW*len(names)+20, 340)
-	legendY := top + plotH + 45
+	// Labels are drawn slanted (rotateLabel), so neighbours never overlap
+	// however long the names; the space below the axis grows with the
+	// longest one.
+	longest := 0
+	for _, c := range names {
+		longest = max(longest, len([]rune(c)))
+	}
+	labelH := int(math.Ceil(float64(longest)*labelCharW*math.Sin(labelAngle*math.Pi/180))) + 20
+	w := max(left+groupW*len(names)+20, 340, left+int(float64(longest)*labelCharW)+20)
+	legendY := top + plotH + labelH
+	h := legendY + 15*len(series) + 5
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="%s" width="%d" height="%d" viewBox="0 0 %d %d">`,
-		esc(title), w, h+15*len(series), w, h+15*len(series))
+		esc(title), w, h, w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="13" font-weight="bold">%s</text>`, left, esc(title))
 	axes(&b, left, top, groupW*len(names), plotH)
 	for ci, c := range names {
@@ -159,11 +174,24 @@ func categoryPlot(series []Series) string {
 			fmt.Fprintf(&b, `<rect class="bar" x="%d" y="%d" width="16" height="%d" fill="%s"><title>%s — %s: %d/%d right (%.1f%%)</title></rect>`,
 				x, top+plotH-bh, bh, palette[si%len(palette)], esc(s.Name), esc(c), st.Right, st.N, 100*st.Rate())
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="middle">%s</text>`, left+ci*groupW+groupW/2, top+plotH+14, esc(c))
+		rotateLabel(&b, left+ci*groupW+groupW/2, top+plotH+12, c)
 	}
 	legend(&b, series, left, legendY)
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// Category labels are slanted by labelAngle degrees; labelCharW is a
+// generous width of one 10px character.
+const (
+	labelAngle = 40
+	labelCharW = 6.0
+)
+
+// rotateLabel draws text ending at (x, y), slanted down to the left.
+func rotateLabel(b *strings.Builder, x, y int, text string) {
+	fmt.Fprintf(b, `<text class="cat" x="%d" y="%d" font-size="10" text-anchor="end" transform="rotate(-%d %d %d)">%s</text>`,
+		x, y, labelAngle, x, y, esc(text))
 }
 
 // axes draws a 0–100% y axis with grid lines.
@@ -287,7 +315,7 @@ details{border:1px solid #ddd;border-radius:4px;margin:4px 0;padding:4px 8px} su
 .o{display:inline-block;min-width:72px;font-weight:600} .right{color:#087f23} .notright{color:#b00020}
 pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;margin:4px 0}
 .swatch{display:inline-block;width:10px;height:10px;margin-right:4px}
-#filters{margin:8px 0;font-size:13px}
+#filters{margin:8px 0;font-size:13px} #filters label{margin-right:12px}
 </style>
 </head>
 <body>
@@ -313,10 +341,10 @@ pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;margin:4p
 
 <h2>Questions</h2>
 <div id="filters">Show:
-<label><input type="radio" name="f" value="all" checked> all</label>
-<label><input type="radio" name="f" value="notright"> not right</label>
-<label><input type="radio" name="f" value="right"> right</label>
-<span id="shown"></span></div>
+<label><input type="radio" name="f" value="all" checked> all ({{len .Questions}})</label>
+<label><input type="radio" name="f" value="notright"> not right ({{.NNotRight}})</label>
+<label><input type="radio" name="f" value="right"> right ({{.NRight}})</label>
+<span id="shown" class="meta"></span></div>
 <div id="questions">
 {{range .Questions}}<details class="q" data-right="{{if .Right}}right{{else}}notright{{end}}">
 <summary><span class="o {{if .Right}}right{{else}}notright{{end}}">{{.Outcome}}</span> {{.ID}} · {{.Series}}{{if .Category}} · {{.Category}}{{end}}{{if .Difficulty}} · {{.Difficulty}}{{end}}{{if .Unanswerable}} · unanswerable{{end}} — {{.Question}}</summary>
@@ -340,7 +368,7 @@ pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;font-size:12px;margin:4p
       d.style.display = on ? "" : "none";
       if (on) n++;
     });
-    shown.textContent = "(" + n + " of " + qs.length + ")";
+    shown.textContent = "— showing " + n + " of " + qs.length;
   }
   document.querySelectorAll("#filters input").forEach(function (i) {
     i.addEventListener("change", function () { apply(i.value); });

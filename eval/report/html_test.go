@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -107,7 +108,7 @@ func TestHTMLInChromium(t *testing.T) {
 	if !strings.Contains(dom, `data-ready="1"`) {
 		t.Error("the page's script did not run to the end")
 	}
-	if !strings.Contains(dom, "(6 of 6)") {
+	if !strings.Contains(dom, "showing 6 of 6") {
 		t.Errorf("drill-down filter did not count the questions")
 	}
 	shot := filepath.Join(dir, "report.png")
@@ -138,4 +139,90 @@ func TestChromiumCheckSeesErrors(t *testing.T) {
 	if len(console) == 0 || !strings.Contains(strings.Join(console, "\n"), "notAFunction") {
 		t.Errorf("the thrown error was not seen: %q", console)
 	}
+}
+
+// layoutCheck runs in the page after the report's own script: it counts
+// category labels that overlap one another (compared in one label's own,
+// slanted, frame: they share the rotation), that reach into the legend, or
+// that leave their plot, and writes the counts on <body>.
+const layoutCheck = `<script>
+(function () {
+  var ts = Array.prototype.slice.call(document.querySelectorAll("svg text.cat"));
+  var overlaps = 0, legend = 0, outside = 0;
+  for (var i = 0; i < ts.length; i++) {
+    var bi = ts[i].getBBox();
+    for (var j = i + 1; j < ts.length; j++) {
+      var m = ts[i].getScreenCTM().inverse().multiply(ts[j].getScreenCTM());
+      var bj = ts[j].getBBox();
+      var p = new DOMPoint(bj.x, bj.y).matrixTransform(m), q = new DOMPoint(bj.x + bj.width, bj.y + bj.height).matrixTransform(m);
+      var x0 = Math.min(p.x, q.x), x1 = Math.max(p.x, q.x), y0 = Math.min(p.y, q.y), y1 = Math.max(p.y, q.y);
+      if (x0 < bi.x + bi.width && bi.x < x1 && y0 < bi.y + bi.height && bi.y < y1) overlaps++;
+    }
+    var r = ts[i].getBoundingClientRect(), svg = ts[i].ownerSVGElement, sr = svg.getBoundingClientRect();
+    if (r.left < sr.left || r.right > sr.right || r.bottom > sr.bottom) outside++;
+    svg.querySelectorAll("rect.legend").forEach(function (l) { if (l.getBoundingClientRect().top < r.bottom) legend++; });
+  }
+  document.body.setAttribute("data-cat-labels", ts.length);
+  document.body.setAttribute("data-cat-overlaps", overlaps);
+  document.body.setAttribute("data-cat-legend", legend);
+  document.body.setAttribute("data-cat-outside", outside);
+})();
+</script>`
+
+// TestHTMLLayoutInChromium: with sql-eval's category names and two series,
+// the category plot's labels do not overlap each other or the legend and
+// stay inside the plot, and each question filter shows its own count
+// (checked in the browser's layout; screenshot in the artifact directory).
+func TestHTMLLayoutInChromium(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var results []runner.Result
+	// sql-eval's categories, and longer ones as other datasets have: how
+	// wide a label is depends on the browser's font, so the test uses names
+	// that overlap upright in any.
+	cats := []string{"date_functions", "group_by", "instructions_cte_join", "instructions_date_join", "order_by", "ratio", "table_join"}
+	for _, run := range []string{"fast", "max"} {
+		for i, c := range cats {
+			outcome := runner.Correct
+			if i%3 == 0 {
+				outcome = runner.Wrong
+			}
+			results = append(results, runner.Result{Run: "test", Profile: run, ID: fmt.Sprintf("db/q%d", i), DB: "db",
+				Category: c, Question: "question " + c, Outcome: outcome, AskMS: int64(100 * (i + 1))})
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteHTML(&b, results, HTMLOptions{Title: "layout"}); err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Replace(b.String(), "</body>", layoutCheck+"</body>", 1)
+	if !strings.Contains(page, "data-cat-overlaps") {
+		t.Fatal("layout check not inserted")
+	}
+	dir := t.ArtifactDir()
+	file := filepath.Join(dir, "layout.html")
+	if err := os.WriteFile(file, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, console := chromiumCheck(ctx, t, file, "--dump-dom")
+	if len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	for attr, want := range map[string]string{"data-cat-labels": "7", "data-cat-overlaps": "0", "data-cat-legend": "0", "data-cat-outside": "0"} {
+		if !strings.Contains(dom, attr+`="`+want+`"`) {
+			m := regexp.MustCompile(attr + `="[^"]*"`).FindString(dom)
+			t.Errorf("%s: %s, want %s", attr, m, want)
+		}
+	}
+	// 14 questions: 6 wrong (three per series), 8 right.
+	for _, label := range []string{"all (14)", "not right (6)", "right (8)", "showing 14 of 14"} {
+		if !strings.Contains(dom, label) {
+			t.Errorf("filters lack %q", label)
+		}
+	}
+	shot := filepath.Join(dir, "layout.png")
+	if _, console = chromiumCheck(ctx, t, file, "--screenshot="+shot, "--window-size=1400,900", "--hide-scrollbars"); len(console) > 0 {
+		t.Errorf("console messages:\n%s", strings.Join(console, "\n"))
+	}
+	t.Logf("page and screenshot in %s", dir)
 }

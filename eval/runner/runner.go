@@ -57,6 +57,11 @@ type Options struct {
 	// Progress receives a progress bar (nil: none); TTY redraws it in place.
 	Progress io.Writer
 	TTY      bool
+	// FailedAsk, when set, gives the model calls and tokens of the ask that
+	// just failed on the backend with this PID (a failed ask answers no
+	// ask-sql row to read them from); ok is false when unknown. The
+	// in-process proxy of `eval run --upstream` knows them.
+	FailedAsk func(pid uint32) (calls, prompt, completion int, ok bool)
 }
 
 func (o *Options) defaults(ds *dataset.Dataset) {
@@ -241,10 +246,18 @@ func (w *worker) ask(ctx context.Context, q dataset.Question) Result {
 // askSQL asks for the SQL and fills the engine's figures; false means the
 // outcome is settled (abstained or error).
 func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question, res *Result) bool {
+	failed := func(err error) bool {
+		*res = askFailed(*res, err)
+		if w.opts.FailedAsk != nil {
+			if calls, prompt, completion, ok := w.opts.FailedAsk(conn.PgConn().PID()); ok {
+				res.LLMCalls, res.PromptTokens, res.CompTokens = calls, prompt, completion
+			}
+		}
+		return false
+	}
 	rows, err := conn.Query(ctx, Marker(w.opts.Profile, q.Text()), pgx.QueryExecModeSimpleProtocol)
 	if err != nil {
-		*res = askFailed(*res, err)
-		return false
+		return failed(err)
 	}
 	var cols map[string]*string
 	for rows.Next() {
@@ -263,8 +276,7 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 		}
 	}
 	if err := rows.Err(); err != nil {
-		*res = askFailed(*res, err)
-		return false
+		return failed(err)
 	}
 	if cols == nil || cols["sql"] == nil {
 		*res = fail(*res, "ask", errors.New("ask-sql answered no sql column"))

@@ -32,6 +32,7 @@ func TestAsk(t *testing.T) {
 	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
 	t.Run("Optimize", func(t *testing.T) { testOptimize(t, f) })
 	t.Run("OptimizeInMax", func(t *testing.T) { testOptimizeInMax(t, f) })
+	t.Run("TableFunction", func(t *testing.T) { testTableFunction(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {
@@ -183,9 +184,14 @@ func testTimeout(t *testing.T, f *fixture) {
 	tests := []struct {
 		name string
 		opts engineOpts
+		// what the error must say: the limit that ended the ask, and the
+		// setting that raises it
+		message, hint string
 	}{
-		{"ask timeout", engineOpts{askTimeout: 700 * time.Millisecond, callTimeout: 30 * time.Second}},
-		{"call timeout", engineOpts{askTimeout: 30 * time.Second, callTimeout: 700 * time.Millisecond}},
+		{"ask timeout", engineOpts{askTimeout: 700 * time.Millisecond, callTimeout: 30 * time.Second},
+			"natural-language query timed out after 700ms", "--ask-timeout"},
+		{"call timeout", engineOpts{askTimeout: 30 * time.Second, callTimeout: 700 * time.Millisecond},
+			"a model call timed out after 700ms", "--llm-call-timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,8 +204,12 @@ func testTimeout(t *testing.T, f *fixture) {
 			addr := f.startProxy(t, f.engine(t, tt.opts))
 			c := f.connect(t, addr)
 			_, err := queryText(ctx, c.Conn, "-- ask: "+q, pgx.QueryExecModeSimpleProtocol)
-			if code := pgCode(err); code != "57014" {
+			var pe *pgconn.PgError
+			if !asPgError(err, &pe) || pe.Code != "57014" {
 				t.Fatalf("err = %v, want SQLSTATE 57014", err)
+			}
+			if !strings.Contains(pe.Message, tt.message) || !strings.Contains(pe.Hint, tt.hint) {
+				t.Errorf("error %q (hint %q), want it to say %q and name %s", pe.Message, pe.Hint, tt.message, tt.hint)
 			}
 			assertUsable(ctx, t, c)
 		})

@@ -37,6 +37,8 @@ const (
 	CodeSyntaxError                = "42601"
 	CodeInsufficientPrivilege      = "42501"
 	CodeUndefinedObject            = "42704"
+	CodeUndefinedFunction          = "42883"
+	CodeUndefinedTable             = "42P01"
 	CodeDuplicatePreparedStatement = "42P05"
 	CodeInsufficientResources      = "53000"
 	CodeTooManyConnections         = "53300"
