@@ -83,6 +83,21 @@ func (f *fixture) request(q string) Request {
 	return Request{Question: q, Database: "postgres", User: "postgres", TxStatus: TxIdle, Exec: ConnExecutor{Conn: f.conn}}
 }
 
+// ownRequest is request on a connection of its own: an ask cut short by a
+// timeout or a cancel may end its connection (pgconn closes one whose
+// context ends mid-query), and the fixture's must outlive it.
+func (f *fixture) ownRequest(t *testing.T, q string) Request {
+	t.Helper()
+	conn, err := pgconn.Connect(context.Background(), f.cluster.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	r := f.request(q)
+	r.Exec = ConnExecutor{Conn: conn}
+	return r
+}
+
 func sqlReply(sql string) string {
 	return "Sub-questions:\n1. the rows -> " + sql + "\n```sql\n" + sql + "\n```"
 }
@@ -228,7 +243,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		slow := f.engine(t)
 		slow.AskTimeout = 300 * time.Millisecond
 		// Returning at all shows the timeout: the model never answers.
-		_, err := slow.Translate(ctx, f.request("count stores slowly"))
+		_, err := slow.Translate(ctx, f.ownRequest(t, "count stores slowly"))
 		var ee *Error
 		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled {
 			t.Fatalf("err = %v, want %s", err, CodeQueryCanceled)
@@ -237,7 +252,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(200*time.Millisecond, cancel)
-		_, err := eng.Translate(cctx, f.request("count stores slowly please"))
+		_, err := eng.Translate(cctx, f.ownRequest(t, "count stores slowly please"))
 		var ee *Error
 		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want cancellation", err)
@@ -259,7 +274,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		down := f.engine(t)
 		down.LLM = client
 		down.Cache = nil
-		_, err = down.Translate(ctx, f.request("how many stores"))
+		_, err = down.Translate(ctx, f.ownRequest(t, "how many stores"))
 		var ee *Error
 		if !errors.As(err, &ee) || ee.Code != CodeSystemError || !strings.Contains(ee.Hint, "ollama serve") {
 			t.Fatalf("err = %v (hint %q), want %s with an `ollama serve` hint", err, hintOf(err), CodeSystemError)

@@ -72,11 +72,11 @@ func TestConnExecutorTrial(t *testing.T) {
 		after    TxStatus
 	}{
 		{name: "idle select bounded", sql: "SELECT id FROM t ORDER BY id;", wantRows: 10, after: TxIdle},
-		{name: "idle write refused by read-only tx", sql: "SELECT bump()", allow: []string{"bump"}, wantCode: "25006", after: TxIdle},
+		{name: "idle write refused by read-only tx", sql: "SELECT public.bump()", allow: []string{"public.bump"}, wantCode: "25006", after: TxIdle},
 		{name: "idle statement timeout", sql: "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", wantCode: "57014", after: TxIdle},
 		{name: "idle byte limit", sql: "SELECT repeat('x', 100000) FROM t", lim: &Limits{Timeout: time.Minute, MaxRows: 10, MaxBytes: 1000}, wantErr: ErrResultTooLarge, after: TxIdle},
 		{name: "in transaction error leaves tx usable", setup: "BEGIN", sql: "SELECT nope FROM t", wantCode: "42703", after: TxInTx},
-		{name: "in transaction write refused", setup: "BEGIN", sql: "SELECT bump() FROM t", allow: []string{"bump"}, wantCode: "25006", after: TxInTx},
+		{name: "in transaction write refused", setup: "BEGIN", sql: "SELECT public.bump() FROM t", allow: []string{"public.bump"}, wantCode: "25006", after: TxInTx},
 		{name: "in transaction select", setup: "BEGIN", sql: "SELECT id FROM t -- trailing comment", wantRows: 10, after: TxInTx},
 	}
 	for _, tt := range tests {

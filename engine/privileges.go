@@ -282,7 +282,7 @@ func (e *Engine) inspectSession(ctx context.Context, a *ask) error {
 func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalog.Schema) (*session, error) {
 	rows, err := exec.Trial(ctx, guard.SessionProbe(), Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: 1 << 20})
 	if err != nil {
-		return nil, fmt.Errorf("engine: inspect the asking session: %w", err)
+		return nil, inspectError(ctx, err)
 	}
 	if len(rows.Values) != 1 || len(rows.Values[0]) != 2 || rows.Values[0][0] == nil || *rows.Values[0][0] == "" {
 		return nil, fmt.Errorf("engine: the session did not say its role")
@@ -304,7 +304,7 @@ func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalo
 	}
 	facts, err := exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: maxSessionRows, MaxBytes: maxInternalBytes})
 	if err != nil {
-		return nil, fmt.Errorf("engine: inspect the asking session: %w", err)
+		return nil, inspectError(ctx, err)
 	}
 	if facts.Truncated {
 		return nil, fmt.Errorf("engine: the session's facts exceed %d rows", maxSessionRows)
@@ -331,6 +331,15 @@ func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalo
 		}
 	}
 	return s, nil
+}
+
+// inspectError wraps a failed session probe; when the ask's own time ran
+// out or it was cancelled meanwhile, that is what it reports.
+func inspectError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("engine: inspect the asking session: %w", cerr)
+	}
+	return fmt.Errorf("engine: inspect the asking session: %w", err)
 }
 
 // SessionNames reads, through exec (the asking client's session), how that

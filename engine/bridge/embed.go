@@ -43,6 +43,15 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 	if err != nil {
 		return proxy.Translation{Report: tr.Report}, embedError(err)
 	}
+	if t.Engine != nil && t.Engine.Catalogs != nil {
+		// The SQL around the call is sealed with its names qualified as the
+		// asking session resolves them, like generated SQL.
+		names, err := t.Engine.SessionNames(ctx, req.Database, req.Exec)
+		if err != nil {
+			return proxy.Translation{Report: tr.Report}, toPgError(t.Engine.Classify(ctx, err))
+		}
+		opts.Names = names
+	}
 	stmt, err := guard.Seal(text, opts)
 	if err != nil {
 		return proxy.Translation{Report: tr.Report}, embedError(err)
