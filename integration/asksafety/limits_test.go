@@ -63,7 +63,7 @@ func TestMemoryBounded(t *testing.T) {
 	f.fake.SetRules(
 		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts"], "entities": []}`},
 		fakeollama.Rule{Name: "endless", PromptContains: []string{candidatePrompt, "never stops"}, Reply: strings.Repeat("SELECT balance FROM accounts UNION ALL ", 40), Fault: fakeollama.FaultEndless},
-		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT repeat('x', 200000000) AS big")},
+		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT string_agg(repeat('x', 200), '') AS big FROM generate_series(1, 1000000)")},
 	)
 	const budget = 64 << 20 // far below either attack, far above an ask's own needs
 	for _, tc := range []struct {
