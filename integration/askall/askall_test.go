@@ -55,6 +55,7 @@ type fixture struct {
 	fake    *fakeollama.Server
 	proxy   string
 	alice   string // role name, unique per run
+	auth    string // the authenticator role
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -64,6 +65,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{cluster: pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})}
 	f.alice = pgtest.UniqueName(t, "alice")
 	auth := pgtest.UniqueName(t, "nlproxy_auth")
+	f.auth = auth
 	must := func(db, sql string) {
 		t.Helper()
 		if err := f.cluster.Exec(ctx, db, sql); err != nil {
@@ -361,6 +363,53 @@ func TestAskAll(t *testing.T) {
 		}
 	})
 
+	t.Run("pgx: REVOKE CONNECT keeps ask(all) off the database until a GRANT", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		const goal = "List the ids of US shop orders"
+		usOnly := func() {
+			f.script(`{"steps": [{"database": "us", "goal": "`+goal+`"}], "combine": "none"}`,
+				map[string]string{goal: "SELECT id FROM orders ORDER BY id"}, true, "No US orders could be read.")
+		}
+		c := f.connect(t)
+		usOnly()
+		if got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, before", pgx.QueryExecModeSimpleProtocol); err != nil || got != "1;2" {
+			t.Fatalf("before the REVOKE: %q, %v", got, err)
+		}
+		// The authenticator keeps its own CONNECT, as the operator gives it.
+		if err := f.cluster.Exec(ctx, "postgres", "REVOKE CONNECT ON DATABASE us FROM PUBLIC; GRANT CONNECT ON DATABASE us TO "+f.auth); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := f.cluster.Exec(context.Background(), "postgres", "GRANT CONNECT ON DATABASE us TO PUBLIC; REVOKE CONNECT ON DATABASE us FROM "+f.alice); err != nil {
+				t.Error(err)
+			}
+		})
+		// Postgres itself now refuses alice on us.
+		if conn, err := pgx.Connect(ctx, f.cluster.URL(f.alice, alicePass, "us")); err == nil {
+			conn.Close(ctx)
+			t.Fatal("alice could still connect to us directly")
+		}
+		usOnly()
+		got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, revoked", pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "1;2" || strings.Contains(got, "5000") {
+			t.Fatalf("us rows after the REVOKE: %q", got)
+		}
+		contains(t, "answer", got, "Not consulted: ", "us (role "+f.alice+" has no CONNECT privilege on it)")
+		contains(t, "notices", strings.Join(c.Notices(), "\n"), "nlproxy: database us skipped: role "+f.alice+" has no CONNECT privilege on it")
+		assertUsable(ctx, t, c)
+
+		if err := f.cluster.Exec(ctx, "postgres", "GRANT CONNECT ON DATABASE us TO "+f.alice); err != nil {
+			t.Fatal(err)
+		}
+		usOnly()
+		if got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, granted", pgx.QueryExecModeSimpleProtocol); err != nil || got != "1;2" {
+			t.Fatalf("after the GRANT: %q, %v", got, err)
+		}
+	})
 }
 
 func assertUsable(ctx context.Context, t *testing.T, c *client) {
