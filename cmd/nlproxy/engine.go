@@ -118,6 +118,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialMaxBytes: ec.TrialMaxBytes,
 		NumCtx:        ec.NumCtx,
 		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
+		Redact:        cfg.Ops.redaction(),
 
 		DefaultProfile:   ec.Profile,
 		DatabaseProfiles: ec.DatabaseProfiles,

@@ -226,11 +226,16 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 		if !errors.As(err, &nt) {
 			err = a.Engine.Classify(ctx, err)
 		}
-		a.Logger.Info("question across databases failed", zap.String("user", req.User), zap.String("question", req.Question), zap.Error(err))
+		a.Logger.Info("question across databases failed", zap.String("user", req.User), zap.String("question", a.Engine.Redact.Question(req.Question)),
+			zap.String("sqlstate", engine.ErrCode(err)), zap.String("error", a.Engine.Redact.Text(err.Error())))
 		return nil, err
 	}
+	notices := ans.Notices() // they quote each step's SQL
+	for i, n := range notices {
+		notices[i] = a.Engine.Redact.Text(n)
+	}
 	a.Logger.Info("question across databases answered", zap.String("user", req.User), zap.String("role", ans.Role),
-		zap.String("question", req.Question), zap.Strings("notices", ans.Notices()))
+		zap.String("question", a.Engine.Redact.Question(req.Question)), zap.Strings("notices", notices))
 	return ans, nil
 }
 
