@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,17 @@ import (
 // configuration gives none: a run is never unbounded.
 const DefaultStatementTimeout = time.Minute
 
+// DefaultMaxQuestionBytes bounds a question when the configuration gives no
+// bound: a question is never unbounded.
+const DefaultMaxQuestionBytes = 16 << 10
+
 // Translator is a proxy.Translator backed by an engine.
 type Translator struct {
-	Engine *engine.Engine
+	// MaxQuestionBytes bounds the text of a question, every form
+	// (default DefaultMaxQuestionBytes); a longer one fails with 54000
+	// before the model, the engine or its log sees it.
+	MaxQuestionBytes int
+	Engine           *engine.Engine
 	// Multi answers questions across databases (ask(all):); nil: they
 	// fail with 0A000.
 	Multi *multidb.Asker
@@ -46,6 +55,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if err := t.checkSize(req.Marker.Question); err != nil {
+		return proxy.Translation{}, err
+	}
 	if req.Marker.Kind == proxy.MarkerOptimize {
 		return t.optimize(ctx, req)
 	}
@@ -93,6 +105,21 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		timeout = DefaultStatementTimeout
 	}
 	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown), Report: report(res)}, nil
+}
+
+// checkSize refuses a question over the limit: every form (ask, ask-sql,
+// ask(all), optimize) enters the engine here.
+func (t Translator) checkSize(q string) error {
+	limit := t.MaxQuestionBytes
+	if limit <= 0 {
+		limit = DefaultMaxQuestionBytes
+	}
+	if len(q) <= limit {
+		return nil
+	}
+	return &proxy.PgError{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
+		Message: fmt.Sprintf("nlproxy: the question is %d bytes, more than the limit of %d", len(q), limit),
+		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 }
 
 // report is the engine's account of an answered ask for the proxy's audit

@@ -2,6 +2,7 @@ package askall_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -408,6 +409,35 @@ func TestAskAll(t *testing.T) {
 		usOnly()
 		if got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, granted", pgx.QueryExecModeSimpleProtocol); err != nil || got != "1;2" {
 			t.Fatalf("after the GRANT: %q, %v", got, err)
+		}
+	})
+	t.Run("pgx: a question over the limit fails with 54000 before the model, every form", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		f.script(twoSteps, map[string]string{euGoal: marchSQL, usGoal: marchSQL}, false, "unused")
+		c := f.connect(t)
+		long := strings.Repeat("how many orders ", 2<<10) // 32 KiB, over the 16 KiB default
+		huge := strings.Repeat("x", 60<<20)                 // within the 64 MiB message limit
+		for _, tc := range []struct {
+			name, sql string
+			mode      pgx.QueryExecMode
+		}{
+			{"ask, simple", "-- ask: " + long, pgx.QueryExecModeSimpleProtocol},
+			{"ask-sql, extended", "/* ask-sql: " + long + " */", pgx.QueryExecModeDescribeExec},
+			{"ask(all), simple", "ASK(all) " + long, pgx.QueryExecModeSimpleProtocol},
+			{"ask(all), extended", "-- ask(all): " + long, pgx.QueryExecModeDescribeExec},
+			{"optimize, simple", "-- optimize: SELECT 1 AS " + strings.Repeat("a", 20<<10), pgx.QueryExecModeSimpleProtocol},
+			{"60 MB, simple", "-- ask: " + huge, pgx.QueryExecModeSimpleProtocol},
+		} {
+			_, err := rows(ctx, c.Conn, tc.sql, tc.mode)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "54000" || !strings.Contains(pe.Hint, "--max-question-bytes") {
+				t.Fatalf("%s: err %v, want 54000 naming --max-question-bytes", tc.name, err)
+			}
+			assertUsable(ctx, t, c)
+		}
+		if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {
+			t.Fatalf("the model was asked %d times", n)
 		}
 	})
 }
