@@ -417,7 +417,7 @@ func TestAskAll(t *testing.T) {
 		f.script(twoSteps, map[string]string{euGoal: marchSQL, usGoal: marchSQL}, false, "unused")
 		c := f.connect(t)
 		long := strings.Repeat("how many orders ", 2<<10) // 32 KiB, over the 16 KiB default
-		huge := strings.Repeat("x", 60<<20)                 // within the 64 MiB message limit
+		huge := strings.Repeat("x", 60<<20)               // within the 64 MiB message limit
 		for _, tc := range []struct {
 			name, sql string
 			mode      pgx.QueryExecMode
