@@ -46,7 +46,10 @@ type Translator struct {
 	Optimizer *optimize.Optimizer
 }
 
-var _ proxy.Translator = Translator{}
+var (
+	_ proxy.Translator      = Translator{}
+	_ proxy.QuestionLimiter = Translator{}
+)
 
 // askSQLColumns are the columns of an `ask-sql:` answer. confidence is
 // empty (NULL) when it could not be judged; trace is a JSON array of the
@@ -107,13 +110,19 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	return proxy.Translation{Statement: res.Statement, Timeout: timeout, Notice: notice(res, shown), Report: report(res)}, nil
 }
 
+// MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker
+// statement far over the bound without reading it whole.
+func (t Translator) MaxQuestion() int {
+	if t.MaxQuestionBytes <= 0 {
+		return DefaultMaxQuestionBytes
+	}
+	return t.MaxQuestionBytes
+}
+
 // checkSize refuses a question over the limit: every form (ask, ask-sql,
 // ask(all), optimize) enters the engine here.
 func (t Translator) checkSize(q string) error {
-	limit := t.MaxQuestionBytes
-	if limit <= 0 {
-		limit = DefaultMaxQuestionBytes
-	}
+	limit := t.MaxQuestion()
 	if len(q) <= limit {
 		return nil
 	}

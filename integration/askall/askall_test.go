@@ -416,12 +416,18 @@ func TestAskAll(t *testing.T) {
 		defer cancel()
 		f.script(twoSteps, map[string]string{euGoal: marchSQL, usGoal: marchSQL}, false, "unused")
 		c := f.connect(t)
+		// Just over the bound: the engine's check refuses it. Far over
+		// (over the bound and the marker's slack): the proxy refuses it
+		// while reading it, never holding it whole.
+		just := strings.Repeat("x", 16<<10+1)
 		long := strings.Repeat("how many orders ", 2<<10) // 32 KiB, over the 16 KiB default
 		huge := strings.Repeat("x", 60<<20)               // within the 64 MiB message limit
 		for _, tc := range []struct {
 			name, sql string
 			mode      pgx.QueryExecMode
 		}{
+			{"just over, simple", "-- ask: " + just, pgx.QueryExecModeSimpleProtocol},
+			{"just over, extended", "-- ask(all): " + just, pgx.QueryExecModeDescribeExec},
 			{"ask, simple", "-- ask: " + long, pgx.QueryExecModeSimpleProtocol},
 			{"ask-sql, extended", "/* ask-sql: " + long + " */", pgx.QueryExecModeDescribeExec},
 			{"ask(all), simple", "ASK(all) " + long, pgx.QueryExecModeSimpleProtocol},
@@ -439,6 +445,27 @@ func TestAskAll(t *testing.T) {
 		if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {
 			t.Fatalf("the model was asked %d times", n)
 		}
+		// Long ordinary SQL that starts as a marker might is not refused.
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeDescribeExec} {
+			if got, err := rows(ctx, c.Conn, "/* "+long+" */ SELECT '7'::text", mode); err != nil || got != "7" {
+				t.Fatalf("%v: long SQL with a comment: %q, %v", mode, got, err)
+			}
+		}
+		// In a transaction the refusal takes its place in the stream as any
+		// failed statement would.
+		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rows(ctx, c.Conn, "-- ask: "+long, pgx.QueryExecModeDescribeExec); err == nil {
+			t.Fatal("the long question succeeded in a transaction")
+		}
+		if s := c.PgConn().TxStatus(); s != 'E' {
+			t.Fatalf("transaction status %c after the refusal, want E", s)
+		}
+		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		assertUsable(ctx, t, c)
 	})
 }
 
