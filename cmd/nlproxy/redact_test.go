@@ -90,6 +90,10 @@ INSERT INTO orders VALUES (1, 'Zanzibar-Quux', 10), (2, 'other', 20);`); err != 
 	if code != http.StatusOK {
 		t.Fatalf("admin page: %d", code)
 	}
+	code, metricsText := httpGet(t, "http://"+sp.admin+"/metrics")
+	if code != http.StatusOK || !strings.Contains(metricsText, "nlproxy_asks_total") {
+		t.Fatalf("/metrics: %d", code)
+	}
 	logs := sp.logs.String()
 	// The records are there, redacted: not a vacuous pass.
 	for what, want := range map[string][]string{
@@ -104,7 +108,7 @@ INSERT INTO orders VALUES (1, 'Zanzibar-Quux', 10), (2, 'other', 20);`); err != 
 			}
 		}
 	}
-	for what, got := range map[string]string{"log": logs, "audit": string(audit), "page": page} {
+	for what, got := range map[string]string{"log": logs, "audit": string(audit), "page": page, "metrics": metricsText} {
 		for _, secret := range []string{literal, strings.ToLower(literal), words} {
 			if i := strings.Index(got, secret); i >= 0 {
 				t.Errorf("%s shows %q: …%s…", what, secret, got[max(0, i-200):min(len(got), i+200)])
