@@ -57,7 +57,7 @@ type Asker struct {
 	Connect   Connector          // nil: only the asker's own database
 	Embedder  embedding.Embedder // optional: blends embeddings into selection
 	Glossary  []descindex.Doc    // business terms, for questions that need no data
-	Logger    *zap.Logger
+	Logger    *zap.Logger        // its lines are redacted by Engine.Redact
 
 	AskTimeout time.Duration // the whole question, every step included; default 5m
 	TopK       int           // candidate databases from the selection memory; default 3
