@@ -105,19 +105,23 @@ func clipThen(s string, n int, f func(string) string) string {
 	return f(s[:cut]) + fmt.Sprintf("…(+%d bytes)", len(s)-cut)
 }
 
+// clipRoom is kept for the marker, so that clipped text is at most n
+// bytes and clipping it again changes nothing.
+const clipRoom = 24
+
 func clipAt(s string, n int) int {
 	if len(s) <= n {
 		return len(s)
 	}
-	cut := n
+	cut := max(n-clipRoom, 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return cut
 }
 
-// Clip cuts s to at most n bytes (at a rune boundary) and says how many
-// were left out: "…(+N bytes)".
+// Clip cuts s to at most n bytes, marker included (at a rune boundary),
+// and says how many were left out: "…(+N bytes)".
 func Clip(s string, n int) string {
 	cut := clipAt(s, n)
 	if cut == len(s) {

@@ -35,18 +35,23 @@ func TestSQL(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	long := strings.Repeat("a", 30) + "\u00e9" + strings.Repeat("b", 30) // 62 bytes
 	for _, tc := range []struct {
 		in   string
 		n    int
 		want string
 	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"0123456789abc", 10, "0123456789…(+3 bytes)"},
-		{"abécd", 3, "ab…(+4 bytes)"}, // never half a rune
+		{"short", 40, "short"},
+		{long[:40], 40, long[:40]},
+		{long, 40, strings.Repeat("a", 16) + "…(+46 bytes)"},
+		{long, 55, strings.Repeat("a", 30) + "…(+32 bytes)"}, // never half a rune
 	} {
-		if got := Clip(tc.in, tc.n); got != tc.want {
+		got := Clip(tc.in, tc.n)
+		if got != tc.want {
 			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+		if len(got) > tc.n || Clip(got, tc.n) != got {
+			t.Errorf("Clip(%q, %d) = %q: longer than the bound or not stable", tc.in, tc.n, got)
 		}
 	}
 }
@@ -78,7 +83,7 @@ func TestPolicy(t *testing.T) {
 			}
 			// Every field stays bounded, whatever it is given.
 			for what, got := range map[string]string{"question": tc.p.Question(huge), "sql": tc.p.SQL("SELECT '" + huge + "'"), "text": tc.p.Text(huge)} {
-				if len(got) > MaxField+32 {
+				if len(got) > MaxField {
 					t.Errorf("%s: %d bytes", what, len(got))
 				}
 				if (tc.p.Literals || tc.p.Questions && what != "sql") && strings.Contains(got, "Ada") {
