@@ -22,9 +22,8 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/prompts"
-
 	"github.com/nlproxy/nlproxy/internal/redact"
+	"github.com/nlproxy/nlproxy/prompts"
 )
 
 // Catalogs gives the engine the catalog snapshot of a database
