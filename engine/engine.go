@@ -22,6 +22,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -45,6 +46,9 @@ type Engine struct {
 	TrialMaxBytes   int           // row data a trial run may return; default 1 MiB
 	NumCtx          int           // context window asked of the model; default 8192
 	SchemaMaxTokens int           // schema budget in the prompt; default NumCtx/2
+	// Redact is what the engine's log lines withhold of an ask (the
+	// operator's --audit-redact); they are bounded whatever it says.
+	Redact redact.Policy
 	// Guard holds the operator's function allow/deny lists; the function
 	// catalog comes from each database's snapshot.
 	Guard guard.Options
@@ -190,16 +194,16 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		err = e.classify(ctx, err)
 		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
-			zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", req.Question),
-			zap.Object("trace", a.trace), zap.Error(err))
+			zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),
+			zap.Object("trace", logTrace{a.trace, e.Redact}), zap.String("sqlstate", ErrCode(err)), zap.String("error", e.Redact.Text(err.Error())))
 		return nil, &Failed{Err: err, Trace: a.trace, Role: a.role(), Profile: prof.Name, Candidates: a.cands}
 	}
 	res.Trace = a.trace
 	res.Role = a.role()
 	res.Profile = prof.Name
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
-		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", req.Question),
-		zap.String("sql", res.SQL()), zap.Float64("confidence", res.Confidence), zap.Object("trace", a.trace))
+		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),
+		zap.String("sql", e.Redact.SQL(res.SQL())), zap.Float64("confidence", res.Confidence), zap.Object("trace", logTrace{a.trace, e.Redact}))
 	return res, nil
 }
 

@@ -71,3 +71,17 @@ var ErrFailedTransaction = &Error{
 
 // ErrNoUsableSQL: every candidate failed the guard or its trial run.
 var ErrNoUsableSQL = errors.New("no usable SQL")
+
+// ErrCode is the SQLSTATE an error carries (the engine's or the server's),
+// "" when it carries none: logs keep it when the message is redacted.
+func ErrCode(err error) string {
+	var ee *Error
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	var se *pg.Error
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return ""
+}

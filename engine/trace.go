@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // Trace records what each stage of one translation did and cost.
@@ -77,6 +79,18 @@ func (t *Trace) LLMCalls() (calls, prompt, completion int) {
 
 // MarshalLogObject lets the trace be logged as one structured field.
 func (t *Trace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	return logTrace{t, redact.Policy{}}.MarshalLogObject(enc)
+}
+
+// logTrace is a trace as the engine's log shows it: notes (which can hold
+// keywords and literals of the question) redacted and bounded by p.
+type logTrace struct {
+	t *Trace
+	p redact.Policy
+}
+
+func (lt logTrace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	t := lt.t
 	calls, prompt, completion := t.LLMCalls()
 	enc.AddBool("cache_hit", t.CacheHit)
 	enc.AddDuration("total", t.Total)
@@ -97,7 +111,7 @@ func (t *Trace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 					o.AddInt("completion_tokens", s.CompletionTokens)
 				}
 				if s.Note != "" {
-					o.AddString("note", s.Note)
+					o.AddString("note", lt.p.Note(s.Note))
 				}
 				return nil
 			})); err != nil {
@@ -119,4 +133,7 @@ func (t *Trace) String() string {
 	return strings.Join(parts, " ")
 }
 
-var _ zapcore.ObjectMarshaler = (*Trace)(nil)
+var (
+	_ zapcore.ObjectMarshaler = (*Trace)(nil)
+	_ zapcore.ObjectMarshaler = logTrace{}
+)

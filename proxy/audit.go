@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
-	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // The session audit trail is a few info lines per session (accepted, ready
@@ -145,18 +143,47 @@ func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *Pg
 		BackendPID: pid, Kind: m.Kind, Question: m.Question, Err: perr,
 	}
 	rec.Report = tr.Report // a failed ask's too: what the engine did before it failed
-	s.srv.OnAsk(rec)
+	// Redacted and bounded once, before it reaches any recorder (audit
+	// log, admin page, metrics).
+	s.srv.OnAsk(RedactRecord(rec, s.srv.Redact))
+}
+
+// RedactRecord is r as a recorder may keep it: every text field (question,
+// SQL, candidates, stage notes, error) redacted by p and bounded
+// (redact.MaxField). r is not changed.
+func RedactRecord(r *AskRecord, p redact.Policy) *AskRecord {
+	out := *r
+	out.Question = p.Question(r.Question)
+	if r.Err != nil {
+		e := *r.Err
+		e.Message, e.Detail, e.Hint = p.Text(e.Message), p.Text(e.Detail), p.Text(e.Hint)
+		out.Err = &e
+	}
+	if r.Report != nil {
+		rep := *r.Report
+		rep.SQL = p.SQL(rep.SQL)
+		rep.Stages = make([]AskStage, len(r.Report.Stages))
+		for i, st := range r.Report.Stages {
+			st.Note = p.Note(st.Note)
+			rep.Stages[i] = st
+		}
+		rep.Candidates = make([]AskCandidate, len(r.Report.Candidates))
+		for i, c := range r.Report.Candidates {
+			c.SQL, c.Problem = p.SQL(c.SQL), p.Text(c.Problem)
+			rep.Candidates[i] = c
+		}
+		out.Report = &rep
+	}
+	return &out
 }
 
 // AuditLog writes one JSON line per ask to W. Safe for concurrent use.
+// Records from a Server come redacted by Server.Redact already; the flags
+// are for records from elsewhere (redact.Policy says what each does).
 type AuditLog struct {
-	W io.Writer
-	// RedactQuestions replaces the question with a digest (equal questions
-	// keep equal digests, so repeats can still be counted).
+	W               io.Writer
 	RedactQuestions bool
-	// RedactLiterals replaces constants in the SQL with $1, $2… and quoted
-	// text and numbers in the question with ?.
-	RedactLiterals bool
+	RedactLiterals  bool
 
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -189,6 +216,7 @@ type auditLine struct {
 // Record writes r as one line. A failed write is returned; the ask itself
 // is not affected.
 func (a *AuditLog) Record(r *AskRecord) error {
+	r = RedactRecord(r, redact.Policy{Questions: a.RedactQuestions, Literals: a.RedactLiterals})
 	l := auditLine{
 		Time: r.Time.UTC().Format(time.RFC3339Nano), User: r.User, Database: r.Database, Client: r.Client,
 		BackendPID: r.BackendPID, Kind: r.Kind.String(), Question: r.Question, Outcome: r.Outcome(),
@@ -205,14 +233,6 @@ func (a *AuditLog) Record(r *AskRecord) error {
 		}
 		l.LLMCalls, l.PromptTokens, l.CompletionTokens = rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens
 	}
-	if a.RedactLiterals {
-		l.SQL = RedactSQL(l.SQL)
-		l.Question = redactQuestionLiterals(l.Question)
-		l.Error = "" // server messages quote values
-	}
-	if a.RedactQuestions {
-		l.Question = QuestionDigest(r.Question)
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.buf.Reset()
@@ -225,57 +245,4 @@ func (a *AuditLog) Record(r *AskRecord) error {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
-}
-
-// QuestionDigest stands for a redacted question.
-func QuestionDigest(q string) string {
-	sum := sha256.Sum256([]byte(q))
-	return "redacted:" + hex.EncodeToString(sum[:8])
-}
-
-// RedactSQL replaces every constant in sql with a parameter symbol, as
-// pg_stat_statements shows queries; SQL that does not parse is withheld.
-func RedactSQL(sql string) string {
-	if sql == "" {
-		return ""
-	}
-	out, err := pg_query.Normalize(sql)
-	if err != nil {
-		return "[redacted]"
-	}
-	return out
-}
-
-// redactQuestionLiterals replaces quoted text and numbers in a question
-// with "?": those are where names, ids and amounts appear.
-func redactQuestionLiterals(q string) string {
-	var b strings.Builder
-	rs := []rune(q)
-	for i := 0; i < len(rs); i++ {
-		c := rs[i]
-		switch {
-		case c == '\'' || c == '"' || c == '“' || c == '‘' || c == '«':
-			closeWith := map[rune]rune{'\'': '\'', '"': '"', '“': '”', '‘': '’', '«': '»'}[c]
-			j := i + 1
-			for j < len(rs) && rs[j] != closeWith {
-				j++
-			}
-			if j == len(rs) { // unbalanced: an apostrophe in a word
-				b.WriteRune(c)
-				continue
-			}
-			b.WriteString("?")
-			i = j
-		case unicode.IsDigit(c):
-			// 1,250.75 is one number: a separator counts when a digit follows.
-			for i+1 < len(rs) && (unicode.IsDigit(rs[i+1]) ||
-				(rs[i+1] == '.' || rs[i+1] == ',') && i+2 < len(rs) && unicode.IsDigit(rs[i+2])) {
-				i++
-			}
-			b.WriteString("?")
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
 }

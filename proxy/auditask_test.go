@@ -7,36 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
-
-func TestRedactQuestionLiterals(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"orders of 'Ada Lovelace' over 1,250.75", "orders of ? over ?"},
-		{"customers named \"Bob\" in 2024?", "customers named ? in ??"},
-		{"what's the total", "what's the total"}, // an apostrophe is not a quote
-		{"sales in «Zürich» and “Genève”", "sales in ? and ?"},
-		{"top 5 products", "top ? products"},
-		{"version 1.2.3", "version ?"},
-		{"no literals here", "no literals here"},
-	} {
-		if got := redactQuestionLiterals(tc.in); got != tc.want {
-			t.Errorf("redactQuestionLiterals(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-func TestRedactSQL(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"SELECT * FROM t WHERE name = 'Ada' AND n > 3", "SELECT * FROM t WHERE name = $1 AND n > $2"},
-		{"SELECT count(*) FROM orders", "SELECT count(*) FROM orders"},
-		{"SELECT 'unterminated", "[redacted]"},
-		{"", ""},
-	} {
-		if got := RedactSQL(tc.in); got != tc.want {
-			t.Errorf("RedactSQL(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
 
 // failWriter fails every write.
 type failWriter struct{}
@@ -62,7 +35,7 @@ func TestAuditLogRecord(t *testing.T) {
 			"question": "orders of 'Ada' over 10", "time": "2026-01-02T03:04:05Z"}},
 		{name: "literals", rec: answered, sql: true, want: map[string]any{"question": "orders of ? over ?",
 			"sql": "SELECT * FROM orders WHERE customer = $1 AND amount > $2"}, absent: []string{"Ada"}},
-		{name: "question", rec: answered, question: true, want: map[string]any{"question": QuestionDigest("orders of 'Ada' over 10")},
+		{name: "question", rec: answered, question: true, want: map[string]any{"question": redact.Digest("orders of 'Ada' over 10")},
 			mustHave: []string{"'Ada'"}}, // the SQL keeps its literals unless asked
 		{name: "failed", rec: failed, want: map[string]any{"outcome": "failed", "sqlstate": "42501", "error": "value 'x' is secret"}},
 		{name: "failed redacted", rec: failed, sql: true, question: true, want: map[string]any{"outcome": "failed", "sqlstate": "42501"},
@@ -101,5 +74,42 @@ func TestAuditLogRecord(t *testing.T) {
 	}
 	if err := (&AuditLog{W: failWriter{}}).Record(answered); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("write failure = %v", err)
+	}
+}
+
+func TestRedactRecord(t *testing.T) {
+	const secret = "Ada-4711"
+	rec := &AskRecord{User: "ann", Kind: MarkerAsk, Question: "orders of '" + secret + "' " + strings.Repeat("please ", 1<<20),
+		Err: &PgError{Code: "22P02", Message: `invalid input syntax for type integer: "` + secret + `"`},
+		Report: &AskReport{SQL: "SELECT * FROM orders WHERE customer = '" + secret + "'",
+			Stages:     []AskStage{{Name: "keywords", Note: "orders, " + secret}, {Name: "trial", Note: "guard: function " + secret + " refused"}},
+			Candidates: []AskCandidate{{SQL: "SELECT '" + secret + "'", Problem: `column "` + secret + `" does not exist`}}}}
+	orig, _ := json.Marshal(rec)
+	for _, tc := range []struct {
+		name string
+		p    redact.Policy
+		hide bool
+	}{
+		{"off: bounded only", redact.Policy{}, false},
+		{"question and literals", redact.Policy{Questions: true, Literals: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := json.Marshal(RedactRecord(rec, tc.p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) > 8*redact.MaxField {
+				t.Errorf("record is %d bytes", len(out))
+			}
+			if got := strings.Contains(string(out), secret); got == tc.hide {
+				t.Errorf("secret shown: %v, want %v: %s", got, !tc.hide, out)
+			}
+			if tc.hide && !strings.Contains(string(out), `"Note":"guard: [redacted]"`) {
+				t.Errorf("the guard note lost its label: %s", out)
+			}
+		})
+	}
+	if now, _ := json.Marshal(rec); string(now) != string(orig) {
+		t.Error("RedactRecord changed its argument")
 	}
 }

@@ -293,6 +293,15 @@ func (s *session) clientLoop() error {
 			return s.fatal("08P01", "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
 		msgs++
+		if (typ == 'Q' || typ == 'P') && s.bigAskLimit() > 0 && n > s.bigAskLimit() && !(s.tracked.Load() && s.skipBatch) {
+			handled, err := s.refuseBigAsk(typ, n)
+			if err != nil {
+				return err
+			}
+			if handled {
+				continue
+			}
+		}
 		if s.tracked.Load() {
 			if err := s.trackedRequest(typ, n); err != nil {
 				return err

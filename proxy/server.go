@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/internal/metrics"
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -65,6 +66,9 @@ type Server struct {
 	// its answer (or error) is settled, on the asking session's goroutine:
 	// it must not block for long (audit log, metrics, admin page).
 	OnAsk func(*AskRecord)
+	// Redact is what every AskRecord given to OnAsk withholds
+	// (--audit-redact); its text fields are bounded whatever it says.
+	Redact redact.Policy
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/bridge"
 )
 
 // Config is everything `nlproxy serve` reads. Precedence, lowest first:
@@ -71,6 +72,8 @@ type EngineConfig struct {
 	DenyFunctions  []string `yaml:"deny_functions"`
 	// TrialMaxBytes caps the row data a trial run keeps.
 	TrialMaxBytes int `yaml:"trial_max_bytes"`
+	// MaxQuestionBytes caps the text of one question (any ask form).
+	MaxQuestionBytes int `yaml:"max_question_bytes"`
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int `yaml:"max_asks"`
 	MaxAsksPerClient int `yaml:"max_asks_per_client"`
@@ -140,6 +143,7 @@ func defaultConfig() Config {
 			CallTimeout:      Duration(90 * time.Second),
 			TrialTimeout:     Duration(5 * time.Second),
 			TrialMaxBytes:    1 << 20,
+			MaxQuestionBytes: bridge.DefaultMaxQuestionBytes,
 			MaxAsks:          32,
 			MaxAsksPerClient: 4,
 			Profile:          engine.ProfileFast,
@@ -280,6 +284,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Func("deny-function", "comma-separated function names generated SQL may never call, in addition to the built-in deny-list; repeatable (env NLPROXY_DENY_FUNCTIONS)",
 		func(s string) error { e.DenyFunctions = append(e.DenyFunctions, splitList(s)...); return nil })
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
+	fs.IntVar(&e.MaxQuestionBytes, "max-question-bytes", e.MaxQuestionBytes, "longest question (the text of any ask form) in bytes; longer fails with 54000 before the model sees it (env NLPROXY_MAX_QUESTION_BYTES)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
 	fs.StringVar(&e.Profile, "profile", e.Profile, "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */ (env NLPROXY_PROFILE)")
@@ -428,6 +433,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		e.DenyFunctions = splitList(v)
 	}
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
+	integer("NLPROXY_MAX_QUESTION_BYTES", &e.MaxQuestionBytes)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
 	str("NLPROXY_PROFILE", &e.Profile)
@@ -542,6 +548,9 @@ func (c Config) validate() error {
 			if !slices.Contains(known, strings.ToLower(p)) {
 				errs = append(errs, fmt.Errorf("database-profile %s=%s: want one of %s", db, p, strings.Join(known, ", ")))
 			}
+		}
+		if c.Engine.MaxQuestionBytes <= 0 {
+			errs = append(errs, fmt.Errorf("max-question-bytes %d: must be positive", c.Engine.MaxQuestionBytes))
 		}
 		if err := c.Engine.AskAll.validate(); err != nil {
 			errs = append(errs, err)

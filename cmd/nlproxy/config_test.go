@@ -52,10 +52,34 @@ log_format: json
 			},
 		},
 		{
+			name: "question limit by flag",
+			args: []string{"--upstream", "postgres://u@h/d", "--max-question-bytes", "100"},
+			check: func(t *testing.T, c Config) {
+				if c.Engine.MaxQuestionBytes != 100 {
+					t.Errorf("max-question-bytes %d", c.Engine.MaxQuestionBytes)
+				}
+			},
+		},
+		{
+			name: "question limit by env",
+			args: []string{"--upstream", "postgres://u@h/d"},
+			env:  map[string]string{"NLPROXY_MAX_QUESTION_BYTES": "2048"},
+			check: func(t *testing.T, c Config) {
+				if c.Engine.MaxQuestionBytes != 2048 {
+					t.Errorf("max-question-bytes %d", c.Engine.MaxQuestionBytes)
+				}
+			},
+		},
+		{
+			name:    "question limit must be positive",
+			args:    []string{"--upstream", "postgres://u@h/d", "--max-question-bytes", "0"},
+			wantErr: "max-question-bytes 0: must be positive",
+		},
+		{
 			name: "ask limit defaults",
 			args: []string{"--upstream", "postgres://u@h/d"},
 			check: func(t *testing.T, c Config) {
-				if e := c.Engine; e.MaxAsks != 32 || e.MaxAsksPerClient != 4 || e.TrialMaxBytes != 1<<20 {
+				if e := c.Engine; e.MaxAsks != 32 || e.MaxAsksPerClient != 4 || e.TrialMaxBytes != 1<<20 || e.MaxQuestionBytes != 16<<10 {
 					t.Errorf("defaults: %+v", e)
 				}
 			},

@@ -118,6 +118,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialMaxBytes: ec.TrialMaxBytes,
 		NumCtx:        ec.NumCtx,
 		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
+		Redact:        cfg.Ops.redaction(),
 
 		DefaultProfile:   ec.Profile,
 		DatabaseProfiles: ec.DatabaseProfiles,
@@ -151,7 +152,8 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	// engine per database.
 	opt := ec.Optimize.optimizer()
 	opt.LLM, opt.NumCtx = client, ec.NumCtx
-	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt},
+	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt,
+		MaxQuestionBytes: ec.MaxQuestionBytes},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/admin"
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/internal/metrics"
+	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -32,7 +33,8 @@ type OpsConfig struct {
 	AdminRecentAsks int `yaml:"admin_recent_asks"`
 	// AuditLog is where ask audit lines go: "" (off), stderr, stdout or a file path.
 	AuditLog string `yaml:"audit_log"`
-	// AuditRedact lists what the audit log withholds: question, literals.
+	// AuditRedact lists what every record of an ask withholds (audit log,
+	// log lines, admin page): question, literals.
 	AuditRedact []string `yaml:"audit_redact"`
 	// CatalogStore is a Postgres URL where replicas share catalog
 	// snapshots, the translation cache and remembered pairs.
@@ -46,7 +48,7 @@ func registerOpsFlags(fs *flag.FlagSet, o *OpsConfig) {
 	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file holding the admin page's token; the page is off without one (env NLPROXY_ADMIN_TOKEN_FILE)")
 	fs.IntVar(&o.AdminRecentAsks, "admin-recent-asks", o.AdminRecentAsks, "asks the admin page keeps (env NLPROXY_ADMIN_RECENT_ASKS)")
 	fs.StringVar(&o.AuditLog, "audit-log", o.AuditLog, "one JSON line per ask to stderr, stdout or this file (appended); off when empty (env NLPROXY_AUDIT_LOG)")
-	fs.Func("audit-redact", "comma-separated: question (a digest instead of the text), literals (constants in SQL and quoted text or numbers in the question) (env NLPROXY_AUDIT_REDACT)",
+	fs.Func("audit-redact", "comma-separated: question (a digest instead of the text), literals (constants in SQL and quoted text or numbers in the question); applies to the audit log, the engine's log lines and the admin page (env NLPROXY_AUDIT_REDACT)",
 		func(s string) error { o.AuditRedact = splitList(s); return nil })
 	fs.StringVar(&o.CatalogStore, "catalog-store", o.CatalogStore, "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs; default: each proxy keeps its own (env NLPROXY_CATALOG_STORE)")
 	fs.Var(&o.CatalogStorePoll, "catalog-store-poll", "how often a replica looks in the catalog store for a snapshot another replica saved (env NLPROXY_CATALOG_STORE_POLL)")
@@ -125,9 +127,17 @@ func readToken(path string) (string, error) {
 	return t, nil
 }
 
-// openAudit opens the audit sink; close releases a file.
+// redaction is what every record of an ask withholds: the audit log, the
+// engine's log lines, the admin page. One policy, applied where each record
+// is made (proxy.Server.Redact, engine.Engine.Redact).
+func (o OpsConfig) redaction() redact.Policy {
+	return redact.Policy{Questions: slices.Contains(o.AuditRedact, "question"), Literals: slices.Contains(o.AuditRedact, "literals")}
+}
+
+// openAudit opens the audit sink; close releases a file. Records reach it
+// already redacted (proxy.Server.Redact).
 func openAudit(o OpsConfig, stdout, stderr io.Writer) (*proxy.AuditLog, func() error, error) {
-	a := &proxy.AuditLog{RedactQuestions: slices.Contains(o.AuditRedact, "question"), RedactLiterals: slices.Contains(o.AuditRedact, "literals")}
+	a := &proxy.AuditLog{}
 	switch o.AuditLog {
 	case "":
 		return nil, func() error { return nil }, nil
@@ -167,6 +177,7 @@ func setupOps(cfg Config, srv *proxy.Server, stdout, stderr io.Writer, logger *z
 	}
 	o.audit = audit
 	o.closers = append(o.closers, closeAudit)
+	srv.Redact = cfg.Ops.redaction()
 	if cfg.Ops.AdminListen != "" {
 		o.metrics = metrics.New()
 		o.metrics.WatchRelay(srv)

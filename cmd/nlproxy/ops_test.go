@@ -262,7 +262,13 @@ INSERT INTO orders SELECT g, 'customer ' || g, g * 10 FROM generate_series(1, 7)
 		t.Fatalf("page with token = %d", code)
 	}
 
-	chromiumPage(t, "http://"+sp.admin+"/?token="+token, question, sql, db)
+	// The page shows what the audit log shows: --audit-redact applies to
+	// every record of an ask.
+	chromiumPage(t, "http://"+sp.admin+"/?token="+token, "how many orders did ? place above ??",
+		"SELECT count(*) FROM orders WHERE customer = $1 AND amount > $2", db)
+	if strings.Contains(page, "customer 3") {
+		t.Error("the admin page shows a redacted literal")
+	}
 
 	// Draining: an open transaction holds the shutdown; meanwhile /readyz
 	// tells the load balancer to send new clients elsewhere.

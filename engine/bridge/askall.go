@@ -40,7 +40,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 		var nt *multidb.NoTargetError
 		if errors.As(err, &nt) {
 			return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeInsufficientPrivilege, Message: nt.Error(),
-				Hint: "The operator grants access with an authenticator role per upstream; see the README section \"Asking across databases\"."}
+				Hint: "Each database says why it was skipped. The operator grants access with an authenticator role per upstream and CONNECT on the database to your login role; see docs/guard.md, \"What ask(all) checks before it takes on a role\"."}
 		}
 		return proxy.Translation{}, toPgError(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -22,9 +23,17 @@ import (
 // configuration gives none: a run is never unbounded.
 const DefaultStatementTimeout = time.Minute
 
+// DefaultMaxQuestionBytes bounds a question when the configuration gives no
+// bound: a question is never unbounded.
+const DefaultMaxQuestionBytes = 16 << 10
+
 // Translator is a proxy.Translator backed by an engine.
 type Translator struct {
-	Engine *engine.Engine
+	// MaxQuestionBytes bounds the text of a question, every form
+	// (default DefaultMaxQuestionBytes); a longer one fails with 54000
+	// before the model, the engine or its log sees it.
+	MaxQuestionBytes int
+	Engine           *engine.Engine
 	// Multi answers questions across databases (ask(all):); nil: they
 	// fail with 0A000.
 	Multi *multidb.Asker
@@ -37,7 +46,10 @@ type Translator struct {
 	Optimizer *optimize.Optimizer
 }
 
-var _ proxy.Translator = Translator{}
+var (
+	_ proxy.Translator      = Translator{}
+	_ proxy.QuestionLimiter = Translator{}
+)
 
 // askSQLColumns are the columns of an `ask-sql:` answer. confidence is
 // empty (NULL) when it could not be judged; trace is a JSON array of the
@@ -46,6 +58,9 @@ var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_to
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
+	if err := t.checkSize(req.Marker.Question); err != nil {
+		return proxy.Translation{}, err
+	}
 	if req.Marker.Statement != "" {
 		return t.embedded(ctx, req)
 	}
@@ -92,6 +107,27 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
 	}
 	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
+}
+
+// MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker
+// statement far over the bound without reading it whole.
+func (t Translator) MaxQuestion() int {
+	if t.MaxQuestionBytes <= 0 {
+		return DefaultMaxQuestionBytes
+	}
+	return t.MaxQuestionBytes
+}
+
+// checkSize refuses a question over the limit: every form (ask, ask-sql,
+// ask(all), optimize) enters the engine here.
+func (t Translator) checkSize(q string) error {
+	limit := t.MaxQuestion()
+	if len(q) <= limit {
+		return nil
+	}
+	return &proxy.PgError{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
+		Message: fmt.Sprintf("nlproxy: the question is %d bytes, more than the limit of %d", len(q), limit),
+		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 }
 
 // report is the engine's account of an answered ask for the proxy's audit

@@ -57,7 +57,7 @@ type Asker struct {
 	Connect   Connector          // nil: only the asker's own database
 	Embedder  embedding.Embedder // optional: blends embeddings into selection
 	Glossary  []descindex.Doc    // business terms, for questions that need no data
-	Logger    *zap.Logger
+	Logger    *zap.Logger        // its lines are redacted by Engine.Redact
 
 	AskTimeout time.Duration // the whole question, every step included; default 5m
 	TopK       int           // candidate databases from the selection memory; default 3
@@ -226,11 +226,16 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 		if !errors.As(err, &nt) {
 			err = a.Engine.Classify(ctx, err)
 		}
-		a.Logger.Info("question across databases failed", zap.String("user", req.User), zap.String("question", req.Question), zap.Error(err))
+		a.Logger.Info("question across databases failed", zap.String("user", req.User), zap.String("question", a.Engine.Redact.Question(req.Question)),
+			zap.String("sqlstate", engine.ErrCode(err)), zap.String("error", a.Engine.Redact.Text(err.Error())))
 		return nil, err
 	}
+	notices := ans.Notices() // they quote each step's SQL
+	for i, n := range notices {
+		notices[i] = a.Engine.Redact.Text(n)
+	}
 	a.Logger.Info("question across databases answered", zap.String("user", req.User), zap.String("role", ans.Role),
-		zap.String("question", req.Question), zap.Strings("notices", ans.Notices()))
+		zap.String("question", a.Engine.Redact.Question(req.Question)), zap.Strings("notices", notices))
 	return ans, nil
 }
 
@@ -242,7 +247,7 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 		return nil, engine.ErrFailedTransaction
 	}
 	ans := &Answer{}
-	role, err := a.currentUser(ctx, req)
+	role, login, err := a.sessionRoles(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +278,7 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 		}
 	}()
 	for _, c := range cands {
-		t, reason := a.open(ctx, req, role, snaps[c.Database])
+		t, reason := a.open(ctx, req, role, login, snaps[c.Database])
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -341,23 +346,27 @@ func (e *NoTargetError) Error() string {
 	return "nlproxy: no database could be asked for this question (" + strings.Join(parts, "; ") + ")"
 }
 
-// currentUserSQL asks the asker's own session whose privileges apply now
-// (current_user follows SET ROLE).
-const currentUserSQL = "SELECT current_user::text"
+// sessionRolesSQL asks the asker's own session whose privileges apply now
+// (current_user follows SET ROLE) and which role logged in (session_user).
+// Both are read as type name, whose text form the driver returns: a cast
+// would resolve its target type through the session's search_path, where a
+// pg_temp.text with a cast from name could change the answer.
+const sessionRolesSQL = "SELECT current_user, session_user"
 
-func (a *Asker) currentUser(ctx context.Context, req Request) (string, error) {
-	stmt, err := guard.Seal(currentUserSQL, a.Engine.Guard)
+func (a *Asker) sessionRoles(ctx context.Context, req Request) (role, login string, err error) {
+	stmt, err := guard.Seal(sessionRolesSQL, a.Engine.Guard)
 	if err != nil {
-		return "", fmt.Errorf("multidb: seal the session query: %w", err)
+		return "", "", fmt.Errorf("multidb: seal the session query: %w", err)
 	}
 	rows, err := req.Exec.Trial(ctx, stmt, engine.Limits{Timeout: 5 * time.Second, MaxRows: 1, MaxBytes: 1 << 16})
 	if err != nil {
-		return "", fmt.Errorf("multidb: ask the session for its role: %w", err)
+		return "", "", fmt.Errorf("multidb: ask the session for its role: %w", err)
 	}
-	if len(rows.Values) != 1 || len(rows.Values[0]) != 1 || rows.Values[0][0] == nil {
-		return "", errors.New("multidb: the session did not say its role")
+	if len(rows.Values) != 1 || len(rows.Values[0]) != 2 || rows.Values[0][0] == nil || rows.Values[0][1] == nil ||
+		len(rows.Types) != 2 || rows.Types[0] != nameOID || rows.Types[1] != nameOID {
+		return "", "", errors.New("multidb: the session did not say its role")
 	}
-	return *rows.Values[0][0], nil
+	return *rows.Values[0][0], *rows.Values[0][1], nil
 }
 
 // contextSwitch decides whether the question needs data. When it does not,
@@ -448,16 +457,23 @@ func (a *Asker) order(snaps map[string]*catalog.Snapshot) []string {
 	return out
 }
 
-// readableSQL lists the relations the session's current role may read.
-const readableSQL = `SELECT n.nspname::text, c.relname::text
-FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+// readableSQL lists the relations the session's current role may read. It
+// runs on the asker's own session too, so it resolves nothing through the
+// session's search_path: names are read as type name (no cast to a text
+// that pg_temp could shadow), operators are pinned to pg_catalog, and the
+// guard's seal qualifies the functions.
+const readableSQL = `SELECT n.nspname, c.relname
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,f}'::pg_catalog."char"[])
+  AND NOT n.nspname OPERATOR(pg_catalog.=) ANY ('{pg_catalog,information_schema}'::pg_catalog.name[])
+  AND n.nspname OPERATOR(pg_catalog.!~~) 'pg\_toast%'
   AND has_schema_privilege(n.oid, 'USAGE')
   AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))`
 
-// open makes a database ready to be asked for role, or says why it cannot be.
-func (a *Asker) open(ctx context.Context, req Request, role string, snap *catalog.Snapshot) (*target, string) {
+// open makes a database ready to be asked for role, or says why it cannot
+// be. Another database than the asker's own is asked only where login
+// could start a session itself (perimeter).
+func (a *Asker) open(ctx context.Context, req Request, role, login string, snap *catalog.Snapshot) (*target, string) {
 	t := &target{database: snap.Database, snap: snap}
 	if snap.Database == req.Database {
 		t.exec, t.tx = req.Exec, req.TxStatus
@@ -474,6 +490,14 @@ func (a *Asker) open(ctx context.Context, req Request, role string, snap *catalo
 			return nil, "it cannot be reached (see the proxy log)"
 		}
 		t.conn = conn
+		reason, err := perimeter(ctx, conn, login)
+		if err != nil {
+			a.Logger.Warn("perimeter check failed", zap.String("database", snap.Database), zap.String("login", login), zap.Error(err))
+			return t.closeWith(ctx, "what Postgres checks before a session could not be checked (see the proxy log)")
+		}
+		if reason != "" {
+			return t.closeWith(ctx, reason)
+		}
 		t.exec, t.tx = engine.ConnExecutor{Conn: conn, Role: role}, engine.TxIdle
 	}
 	opts := a.Engine.Guard

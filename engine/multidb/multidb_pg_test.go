@@ -68,6 +68,16 @@ func (w *world) admin(t *testing.T, db, sql string) string {
 	return s
 }
 
+// do runs sql as the superuser.
+func (w *world) do(t *testing.T, db, sql string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.main.Exec(ctx, db, sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -188,10 +198,44 @@ func (w *world) script(needsData bool, plan string, sqlByGoal map[string]string,
 
 func (w *world) ask(t *testing.T, q string, planOnly bool) (*Answer, error) {
 	t.Helper()
+	return w.askOn(t, w.alice, q, planOnly)
+}
+
+// askOn asks q from session conn on eu.
+func (w *world) askOn(t *testing.T, conn *pgconn.PgConn, q string, planOnly bool) (*Answer, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return w.asker.Ask(ctx, Request{Question: q, Database: "eu", User: "alice", TxStatus: engine.TxIdle,
-		Exec: engine.ConnExecutor{Conn: w.alice}, PlanOnly: planOnly})
+		Exec: engine.ConnExecutor{Conn: conn}, PlanOnly: planOnly})
+}
+
+// aliceSession is a new session of alice's on eu, closed when t ends.
+func (w *world) aliceSession(t *testing.T) *pgconn.PgConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgconn.Connect(ctx, w.main.URL("alice", "alice-pw", "eu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// exec runs sql on conn and fails t on an error.
+func exec(t *testing.T, conn *pgconn.PgConn, sql string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := conn.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if last := res[len(res)-1]; len(last.Rows) > 0 && len(last.Rows[0]) > 0 {
+		return string(last.Rows[0][0])
+	}
+	return ""
 }
 
 func skipped(ans *Answer) map[string]string {
@@ -367,6 +411,8 @@ func TestAskAcrossDatabases(t *testing.T) {
 		}
 	})
 
+	t.Run("perimeter", func(t *testing.T) { testPerimeter(t, w) })
+
 	t.Run("without a glossary entry it abstains", func(t *testing.T) {
 		w.script(false, twoSteps, nil, false, "unused")
 		ans, err := w.ask(t, "Who painted the Mona Lisa?", false)
@@ -375,6 +421,151 @@ func TestAskAcrossDatabases(t *testing.T) {
 		}
 		if ans.Kind != KindText || !strings.Contains(ans.Text, "does not answer it from the model's own knowledge") {
 			t.Fatalf("answer %+v", ans)
+		}
+	})
+}
+
+// testPerimeter: another database is asked only where the asking session's
+// login role could open a session itself, and whose role is taken on is
+// read so that the session's temp objects cannot change it.
+func testPerimeter(t *testing.T, w *world) {
+	const goal = "List the ids of US shop orders"
+	usOnly := func() {
+		w.script(true, `{"steps": [{"database": "us", "goal": "`+goal+`"}], "combine": "none"}`,
+			map[string]string{goal: "SELECT id FROM orders ORDER BY id"}, true, "No US orders could be read.")
+	}
+	ids := func(t *testing.T, ans *Answer) string {
+		t.Helper()
+		if ans.Kind != KindRows || ans.Rows == nil {
+			t.Fatalf("answer %+v", ans)
+		}
+		var out []string
+		for _, r := range ans.Rows.Values {
+			out = append(out, *r[0])
+		}
+		return strings.Join(out, ",")
+	}
+	// notAsked checks that us was skipped for want and that no step ran there.
+	notAsked := func(t *testing.T, ans *Answer, err error, want string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := skipped(ans)["us"]; !strings.Contains(r, want) {
+			t.Fatalf("us skipped for %q, want %q (skipped %v)", r, want, skipped(ans))
+		}
+		for _, st := range ans.Steps {
+			if st.Database == "us" {
+				t.Fatalf("a step ran on us: %+v", st)
+			}
+		}
+		if !strings.Contains(strings.Join(ans.Notices(), "\n"), "database us skipped: "+want) {
+			t.Errorf("notices do not say why us was skipped: %q", ans.Notices())
+		}
+		w.noPrompt(t, "US shop")
+	}
+
+	t.Run("REVOKE CONNECT keeps the asker out; a GRANT lets the next ask in", func(t *testing.T) {
+		usOnly()
+		ans, err := w.ask(t, "ids of US orders", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(t, ans); got != "1,2" {
+			t.Fatalf("before the REVOKE: rows %q", got)
+		}
+		w.do(t, "postgres", "REVOKE CONNECT ON DATABASE us FROM PUBLIC")
+		t.Cleanup(func() {
+			w.do(t, "postgres", "GRANT CONNECT ON DATABASE us TO PUBLIC; REVOKE CONNECT ON DATABASE us FROM alice")
+		})
+		// The authenticator may still connect: it is the asker's right
+		// that is missing.
+		w.do(t, "postgres", "GRANT CONNECT ON DATABASE us TO nlproxy_auth")
+		usOnly()
+		ans, err = w.ask(t, "ids of US orders", false)
+		notAsked(t, ans, err, "role alice has no CONNECT privilege on it")
+
+		w.do(t, "postgres", "GRANT CONNECT ON DATABASE us TO alice")
+		usOnly()
+		ans, err = w.ask(t, "ids of US orders", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(t, ans); got != "1,2" {
+			t.Fatalf("after the GRANT: rows %q", got)
+		}
+	})
+
+	t.Run("a login role made NOLOGIN is kept out", func(t *testing.T) {
+		w.do(t, "postgres", "ALTER ROLE alice NOLOGIN")
+		t.Cleanup(func() { w.do(t, "postgres", "ALTER ROLE alice LOGIN") })
+		usOnly()
+		ans, err := w.ask(t, "ids of US orders", false) // her session outlives the change
+		notAsked(t, ans, err, "role alice may not log in (NOLOGIN)")
+	})
+
+	t.Run("a role at its connection limit is kept out", func(t *testing.T) {
+		// alice's own session is one backend: a second would pass the limit.
+		w.do(t, "postgres", "ALTER ROLE alice CONNECTION LIMIT 1")
+		t.Cleanup(func() { w.do(t, "postgres", "ALTER ROLE alice CONNECTION LIMIT -1") })
+		usOnly()
+		ans, err := w.ask(t, "ids of US orders", false)
+		notAsked(t, ans, err, "role alice is at its connection limit (1)")
+	})
+
+	t.Run("after SET ROLE the login role's CONNECT decides, as for a direct session", func(t *testing.T) {
+		readers := fmt.Sprintf("us_readers_%d", time.Now().UnixNano())
+		// alice may take on readers but does not inherit its rights (set
+		// before the GRANT, so that the grant inherits nothing on any
+		// version of Postgres).
+		w.do(t, "postgres", "ALTER ROLE alice NOINHERIT")
+		w.do(t, "postgres", fmt.Sprintf("CREATE ROLE %[1]s NOLOGIN; GRANT %[1]s TO alice; GRANT %[1]s TO nlproxy_auth", readers))
+		t.Cleanup(func() { w.do(t, "postgres", fmt.Sprintf("REVOKE %s FROM alice; ALTER ROLE alice INHERIT", readers)) })
+		w.do(t, "us", fmt.Sprintf("GRANT SELECT ON orders TO %s", readers))
+		c := w.aliceSession(t)
+		exec(t, c, "SET ROLE "+readers)
+		// A NOLOGIN role taken on by SET ROLE: alice logged in and may
+		// connect to us, so us is asked, as readers (the policy shows it
+		// no rows: none is managed by it).
+		usOnly()
+		ans, err := w.askOn(t, c, "ids of US orders", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Role != readers || ids(t, ans) != "" {
+			t.Fatalf("role %q, rows %q", ans.Role, ids(t, ans))
+		}
+		// CONNECT for the role taken on does not stand in for the login role's.
+		w.do(t, "postgres", fmt.Sprintf("REVOKE CONNECT ON DATABASE us FROM PUBLIC; GRANT CONNECT ON DATABASE us TO nlproxy_auth, %s", readers))
+		t.Cleanup(func() { w.do(t, "postgres", "GRANT CONNECT ON DATABASE us TO PUBLIC") })
+		// readers may read nothing on eu either: no database is left.
+		usOnly()
+		_, err = w.askOn(t, c, "ids of US orders", false)
+		var nt *NoTargetError
+		if !errors.As(err, &nt) || !strings.Contains(nt.Error(), "us: role alice has no CONNECT privilege on it") {
+			t.Fatalf("err %v, want no database left, us for want of CONNECT", err)
+		}
+		w.noPrompt(t, "US shop")
+	})
+
+	t.Run("a pg_temp.text with a cast from name does not change the role taken on", func(t *testing.T) {
+		c := w.aliceSession(t)
+		// The vector: for types Postgres searches pg_temp first, so
+		// current_user::text on this session gives bob.
+		exec(t, c, `CREATE TYPE pg_temp.text AS ENUM ('bob');
+CREATE FUNCTION pg_temp.as_bob(pg_catalog.name) RETURNS pg_temp.text LANGUAGE sql AS $$ SELECT 'bob'::pg_temp.text $$;
+CREATE CAST (pg_catalog.name AS pg_temp.text) WITH FUNCTION pg_temp.as_bob(pg_catalog.name)`)
+		if got := exec(t, c, "SELECT current_user::text"); got != "bob" {
+			t.Fatalf("the vector did not take: current_user::text is %q", got)
+		}
+		usOnly()
+		ans, err := w.askOn(t, c, "ids of US orders", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As bob the policy would show order 3.
+		if got := ids(t, ans); ans.Role != "alice" || got != "1,2" {
+			t.Fatalf("role %q, rows %q: want alice's 1,2", ans.Role, got)
 		}
 	})
 }

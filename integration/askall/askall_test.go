@@ -2,6 +2,7 @@ package askall_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -55,6 +56,7 @@ type fixture struct {
 	fake    *fakeollama.Server
 	proxy   string
 	alice   string // role name, unique per run
+	auth    string // the authenticator role
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -64,6 +66,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{cluster: pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})}
 	f.alice = pgtest.UniqueName(t, "alice")
 	auth := pgtest.UniqueName(t, "nlproxy_auth")
+	f.auth = auth
 	must := func(db, sql string) {
 		t.Helper()
 		if err := f.cluster.Exec(ctx, db, sql); err != nil {
@@ -361,6 +364,109 @@ func TestAskAll(t *testing.T) {
 		}
 	})
 
+	t.Run("pgx: REVOKE CONNECT keeps ask(all) off the database until a GRANT", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		const goal = "List the ids of US shop orders"
+		usOnly := func() {
+			f.script(`{"steps": [{"database": "us", "goal": "`+goal+`"}], "combine": "none"}`,
+				map[string]string{goal: "SELECT id FROM orders ORDER BY id"}, true, "No US orders could be read.")
+		}
+		c := f.connect(t)
+		usOnly()
+		if got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, before", pgx.QueryExecModeSimpleProtocol); err != nil || got != "1;2" {
+			t.Fatalf("before the REVOKE: %q, %v", got, err)
+		}
+		// The authenticator keeps its own CONNECT, as the operator gives it.
+		if err := f.cluster.Exec(ctx, "postgres", "REVOKE CONNECT ON DATABASE us FROM PUBLIC; GRANT CONNECT ON DATABASE us TO "+f.auth); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := f.cluster.Exec(context.Background(), "postgres", "GRANT CONNECT ON DATABASE us TO PUBLIC; REVOKE CONNECT ON DATABASE us FROM "+f.alice); err != nil {
+				t.Error(err)
+			}
+		})
+		// Postgres itself now refuses alice on us.
+		if conn, err := pgx.Connect(ctx, f.cluster.URL(f.alice, alicePass, "us")); err == nil {
+			conn.Close(ctx)
+			t.Fatal("alice could still connect to us directly")
+		}
+		usOnly()
+		got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, revoked", pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got == "1;2" || strings.Contains(got, "5000") {
+			t.Fatalf("us rows after the REVOKE: %q", got)
+		}
+		contains(t, "answer", got, "Not consulted: ", "us (role "+f.alice+" has no CONNECT privilege on it)")
+		contains(t, "notices", strings.Join(c.Notices(), "\n"), "nlproxy: database us skipped: role "+f.alice+" has no CONNECT privilege on it")
+		assertUsable(ctx, t, c)
+
+		if err := f.cluster.Exec(ctx, "postgres", "GRANT CONNECT ON DATABASE us TO "+f.alice); err != nil {
+			t.Fatal(err)
+		}
+		usOnly()
+		if got, err := rows(ctx, c.Conn, "-- ask(all): ids of US orders, granted", pgx.QueryExecModeSimpleProtocol); err != nil || got != "1;2" {
+			t.Fatalf("after the GRANT: %q, %v", got, err)
+		}
+	})
+	t.Run("pgx: a question over the limit fails with 54000 before the model, every form", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		f.script(twoSteps, map[string]string{euGoal: marchSQL, usGoal: marchSQL}, false, "unused")
+		c := f.connect(t)
+		// Just over the bound: the engine's check refuses it. Far over
+		// (over the bound and the marker's slack): the proxy refuses it
+		// while reading it, never holding it whole.
+		just := strings.Repeat("x", 16<<10+1)
+		long := strings.Repeat("how many orders ", 2<<10) // 32 KiB, over the 16 KiB default
+		huge := strings.Repeat("x", 60<<20)               // within the 64 MiB message limit
+		for _, tc := range []struct {
+			name, sql string
+			mode      pgx.QueryExecMode
+		}{
+			{"just over, simple", "-- ask: " + just, pgx.QueryExecModeSimpleProtocol},
+			{"just over, extended", "-- ask(all): " + just, pgx.QueryExecModeDescribeExec},
+			{"ask, simple", "-- ask: " + long, pgx.QueryExecModeSimpleProtocol},
+			{"ask-sql, extended", "/* ask-sql: " + long + " */", pgx.QueryExecModeDescribeExec},
+			{"ask(all), simple", "ASK(all) " + long, pgx.QueryExecModeSimpleProtocol},
+			{"ask(all), extended", "-- ask(all): " + long, pgx.QueryExecModeDescribeExec},
+			{"optimize, simple", "-- optimize: SELECT 1 AS " + strings.Repeat("a", 20<<10), pgx.QueryExecModeSimpleProtocol},
+			{"60 MB, simple", "-- ask: " + huge, pgx.QueryExecModeSimpleProtocol},
+		} {
+			_, err := rows(ctx, c.Conn, tc.sql, tc.mode)
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "54000" || !strings.Contains(pe.Hint, "--max-question-bytes") {
+				t.Fatalf("%s: err %v, want 54000 naming --max-question-bytes", tc.name, err)
+			}
+			assertUsable(ctx, t, c)
+		}
+		if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {
+			t.Fatalf("the model was asked %d times", n)
+		}
+		// Long ordinary SQL that starts as a marker might is not refused.
+		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeDescribeExec} {
+			if got, err := rows(ctx, c.Conn, "/* "+long+" */ SELECT '7'::text", mode); err != nil || got != "7" {
+				t.Fatalf("%v: long SQL with a comment: %q, %v", mode, got, err)
+			}
+		}
+		// In a transaction the refusal takes its place in the stream as any
+		// failed statement would.
+		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rows(ctx, c.Conn, "-- ask: "+long, pgx.QueryExecModeDescribeExec); err == nil {
+			t.Fatal("the long question succeeded in a transaction")
+		}
+		if s := c.PgConn().TxStatus(); s != 'E' {
+			t.Fatalf("transaction status %c after the refusal, want E", s)
+		}
+		if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		assertUsable(ctx, t, c)
+	})
 }
 
 func assertUsable(ctx context.Context, t *testing.T, c *client) {
