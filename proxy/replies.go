@@ -155,8 +155,13 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 		if h.sink != nil {
 			h.sink.finish(status)
 		}
-		if h.act != actRelay {
+		switch h.act {
+		case actDrop, actCapture:
 			return false, nil
+		case actSynth: // a reply of the proxy's to a Query (see synthQuery)
+			if _, err := s.cw.Write(h.synth); err != nil {
+				return false, err
+			}
 		}
 		if _, err := s.cw.Write([]byte{'Z', 0, 0, 0, 5, status}); err != nil {
 			return false, err
@@ -286,11 +291,19 @@ func isSentinelError(body []byte) bool {
 // noteDiscard forgets the proxy's prepared ask statements when the client
 // drops every prepared statement at once (they are gone upstream too).
 func (s *session) noteDiscard(tag []byte) {
-	t := strings.TrimRight(string(tag), "\x00")
-	if t == "DISCARD ALL" || t == "DEALLOCATE ALL" {
-		s.discarded.Store(true)
+	switch strings.TrimRight(string(tag), "\x00") {
+	case "DISCARD ALL":
+		s.discarded.Store(discardAll)
+	case "DEALLOCATE ALL":
+		s.discarded.CompareAndSwap(0, deallocateAll)
 	}
 }
+
+// Values of session.discarded.
+const (
+	deallocateAll = 1 + iota
+	discardAll
+)
 
 // sink collects the replies of one trial run.
 type sink struct {

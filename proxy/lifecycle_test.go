@@ -1,0 +1,50 @@
+package proxy
+
+import "testing"
+
+func TestParseLifecycle(t *testing.T) {
+	for _, tc := range []struct {
+		sql  string
+		want lifecycleStmt
+	}{
+		{"DEALLOCATE a1", lifecycleStmt{kind: lcDeallocate, name: "a1"}},
+		{"deallocate prepare PDO_stmt_1;", lifecycleStmt{kind: lcDeallocate, name: "pdo_stmt_1"}},
+		{`DEALLOCATE "_PLAN0x5e""x"`, lifecycleStmt{kind: lcDeallocate, name: `_PLAN0x5e"x`}},
+		{"/* a /* nested */ comment */ DEALLOCATE -- c\n a ; -- end", lifecycleStmt{kind: lcDeallocate, name: "a"}},
+		{"DEALLOCATE ALL", lifecycleStmt{kind: lcDeallocateAll}},
+		{`DEALLOCATE "ALL"`, lifecycleStmt{kind: lcDeallocate, name: "ALL"}},
+		{"DEALLOCATE PREPARE all;", lifecycleStmt{kind: lcDeallocateAll}},
+		{"discard all", lifecycleStmt{kind: lcDeallocateAll}},
+		{"EXECUTE a", lifecycleStmt{kind: lcExecute, name: "a"}},
+		{`EXECUTE a (1, '(x)', "q(")`, lifecycleStmt{kind: lcExecute, name: "a"}},
+		{"PREPARE a AS SELECT 1; SELECT 2", lifecycleStmt{kind: lcPrepare, name: "a"}},
+		{"PREPARE a(int) AS SELECT $1", lifecycleStmt{kind: lcPrepare, name: "a"}},
+		// Left to the server: several statements, what cannot be read.
+		{"DEALLOCATE a; SELECT 1", lifecycleStmt{}},
+		{"EXECUTE a; SELECT 1", lifecycleStmt{}},
+		{"EXECUTE a($$x)$$)", lifecycleStmt{}},
+		{"EXECUTE a(1", lifecycleStmt{}},
+		{"DISCARD PLANS", lifecycleStmt{}},
+		{"DEALLOCATE", lifecycleStmt{}},
+		{`DEALLOCATE "unterminated`, lifecycleStmt{}},
+		{"SELECT 1", lifecycleStmt{}},
+		{"/* unterminated", lifecycleStmt{}},
+		{"", lifecycleStmt{}},
+	} {
+		if got := parseLifecycle(tc.sql); got != tc.want {
+			t.Errorf("parseLifecycle(%q) = %+v, want %+v", tc.sql, got, tc.want)
+		}
+	}
+}
+
+func FuzzParseLifecycle(f *testing.F) {
+	for _, s := range []string{"DEALLOCATE a", `EXECUTE "x"(1)`, "/* */ PREPARE p AS", "DISCARD ALL;"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sql string) {
+		st := parseLifecycle(sql) // must not panic or loop
+		if st.kind == lcNone && st.name != "" {
+			t.Fatalf("%q: a name without a kind", sql)
+		}
+	})
+}
