@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -208,7 +209,56 @@ func testMoreClients(t *testing.T, f *fixture) {
 		}
 		assertLines(t, out, lines...)
 	})
+
+	t.Run("pgcli", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		pgcli := clienttest.RequireBinary(t, "pgcli")
+		script := clienttest.RequireBinary(t, "script") // util-linux: gives pgcli the terminal it insists on
+		home := t.TempDir()
+		// pgcli runs statements as they are typed; a comment-only statement
+		// it does not send at all (/* ask: … */ alone) or fails on itself
+		// (-- ask: …), so the comment form carries its question after the
+		// comment, as psql users type it. The table-function form
+		// (nlproxy.ask('…')) goes here once it exists.
+		input := strings.Join([]string{
+			`\T csv`,
+			`SELECT 40 + 2 AS plain;`,
+			`ASK ` + clientTopic + ` via pgcli bare;`,
+			`/* ask: */ ` + clientTopic + ` via pgcli comment;`,
+			`SELECT 'after' AS done;`,
+			`\q`,
+		}, "\n") + "\n"
+		cmd := exec.CommandContext(ctx, script, "-qfec", fmt.Sprintf("%s -h %s -p %s -U %s -w --less-chatty --row-limit 0 %s", pgcli, host, port, askUser, db), "/dev/null")
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CONFIG_HOME="+home, "PGPASSWORD="+askPass, "PGSSLMODE=disable",
+			"PAGER=cat", "TERM=dumb", "COLUMNS=200", "LINES=50")
+		cmd.Stdin = strings.NewReader(input)
+		raw, err := cmd.CombinedOutput()
+		out := ansi.ReplaceAllString(strings.ReplaceAll(string(raw), "\r", ""), "")
+		if err != nil {
+			t.Fatalf("pgcli: %v\n%s", err, out)
+		}
+		csv := func(row string) string { return `"` + strings.ReplaceAll(row, ",", `","`) + `"` }
+		var askRows []string
+		for _, r := range strings.Split(rows, ";") {
+			askRows = append(askRows, csv(r))
+		}
+		for _, block := range []string{
+			"\"plain\"\n\"42\"\nSELECT 1\n",
+			"> ASK " + clientTopic + " via pgcli bare;\nnlproxy: " + clientSQL + "\n",
+			"\"product_id\",\"sku\"\n" + strings.Join(askRows, "\n") + "\nSELECT 3\n",
+			// pgcli drops the leading comment itself: the server gets the bare question.
+			"> /* ask: */ " + clientTopic + " via pgcli comment;\nsyntax error at or near \"first\"\n",
+			"\"done\"\n\"after\"\nSELECT 1\n",
+		} {
+			if !strings.Contains(out, block) {
+				t.Errorf("pgcli output lacks %q:\n%s", block, out)
+			}
+		}
+	})
 }
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b[()][A-Z0-9]|\x1b[>=]`)
 
 // run runs a client program and returns its stdout; a failure shows stderr.
 func run(ctx context.Context, t *testing.T, env []string, bin string, args ...string) string {
