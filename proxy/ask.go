@@ -55,7 +55,7 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if !maybeMarker(b[5:]) {
+	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:]) {
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
@@ -66,6 +66,12 @@ func (s *session) clientQuery(n int) error {
 		return err
 	}
 	if m.Kind == MarkerNone {
+		if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+			if err != nil {
+				return err
+			}
+			return s.askQueryAfter(prefix, m, msg)
+		}
 		s.sent()
 		s.batchOpen = false
 		_, err := s.uw.Write(msg)
@@ -202,6 +208,12 @@ func (s *session) trackedQuery(n int) error {
 	}
 	if m.Kind != MarkerNone {
 		return s.askQuery(m, msg)
+	}
+	if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+		if err != nil {
+			return err
+		}
+		return s.askQueryAfter(prefix, m, msg)
 	}
 	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
@@ -448,6 +460,51 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 	s.injectAll(scope.Exit, nil)
 	s.sync(actRelay, nil)
 	return nil
+}
+
+// askAfterTxPrefix finds an ask after leading transaction-control
+// statements in a Query's text (see splitTxPrefix).
+func (s *session) askAfterTxPrefix(msg []byte) (prefix string, m Marker, err error) {
+	text := msg[5 : len(msg)-1]
+	if !maybeTxPrefix(text) {
+		return "", Marker{}, nil
+	}
+	prefix, rest := splitTxPrefix(string(text))
+	if prefix == "" {
+		return "", Marker{}, nil
+	}
+	m, err = s.parseMarker([]byte(rest))
+	return prefix, m, err
+}
+
+// askQueryAfter answers a Query of transaction-control statements and then
+// an ask: those statements run first as a Query of their own, all their
+// replies but the ReadyForQuery going to the client; the ask runs only if
+// they succeed, as the server would skip it otherwise.
+func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('Q', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelayBody})
+	s.sent()
+	s.batchOpen = false
+	if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+		return err
+	}
+	if err := s.uw.Flush(); err != nil {
+		return err
+	}
+	if err := s.waitIdle(); err != nil {
+		return err
+	}
+	if s.unitFailed() {
+		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+	}
+	return s.askQuery(m, msg)
 }
 
 // askParse answers an extended-protocol marker statement: the generated

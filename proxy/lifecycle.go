@@ -212,3 +212,59 @@ func identByte(c byte, first bool) bool {
 	}
 	return false
 }
+
+// Drivers that keep a client transaction safe from a failing statement
+// send it after statements of their own in one Query (psqlodbc:
+// "RELEASE _EXEC_SVP_x;SAVEPOINT _EXEC_SVP_x;<statement>", and "BEGIN;…"
+// for the first one). An ask there is found after those statements.
+
+// maybeTxPrefix reports whether a Query may start with transaction control
+// (the first bytes of it suffice).
+func maybeTxPrefix(b []byte) bool {
+	s := strings.TrimLeft(string(b[:min(len(b), 24)]), " \t\n\r\f\v")
+	for _, w := range []string{"begin", "start", "savepoint", "release"} {
+		if len(s) >= len(w) && strings.EqualFold(s[:len(w)], w) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitTxPrefix splits sql into leading transaction-control statements
+// (BEGIN, START TRANSACTION, SAVEPOINT name, RELEASE [SAVEPOINT] name), each
+// ended by ';', and what follows them; prefix is "" when there are none.
+func splitTxPrefix(sql string) (prefix, rest string) {
+	l := lexer{s: sql}
+	end := 0
+	for {
+		switch strings.ToLower(l.word()) {
+		case "begin":
+			if w := strings.ToLower(l.word()); w != "" && w != "transaction" && w != "work" {
+				return sql[:end], sql[end:]
+			}
+		case "start":
+			if !strings.EqualFold(l.word(), "transaction") {
+				return sql[:end], sql[end:]
+			}
+		case "savepoint":
+			if l.word() == "" {
+				return sql[:end], sql[end:]
+			}
+		case "release":
+			w := l.word()
+			if strings.EqualFold(w, "savepoint") && !l.quoted {
+				w = l.word()
+			}
+			if w == "" {
+				return sql[:end], sql[end:]
+			}
+		default:
+			return sql[:end], sql[end:]
+		}
+		if l.peek() != ';' {
+			return sql[:end], sql[end:]
+		}
+		l.s = l.s[1:]
+		end = len(sql) - len(l.s)
+	}
+}

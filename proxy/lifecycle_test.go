@@ -37,11 +37,31 @@ func TestParseLifecycle(t *testing.T) {
 	}
 }
 
+func TestSplitTxPrefix(t *testing.T) {
+	for _, tc := range []struct{ sql, prefix, rest string }{
+		{"RELEASE _EXEC_SVP_0x1;SAVEPOINT _EXEC_SVP_0x1;/* ask: q */", "RELEASE _EXEC_SVP_0x1;SAVEPOINT _EXEC_SVP_0x1;", "/* ask: q */"},
+		{"BEGIN;-- ask: q", "BEGIN;", "-- ask: q"},
+		{"begin work ; start transaction; release savepoint \"a;b\"; ASK q;", `begin work ; start transaction; release savepoint "a;b";`, " ASK q;"},
+		{"SAVEPOINT s; INSERT INTO t VALUES (1); ASK q", "SAVEPOINT s;", " INSERT INTO t VALUES (1); ASK q"},
+		{"BEGIN ISOLATION LEVEL SERIALIZABLE; ASK q", "", "BEGIN ISOLATION LEVEL SERIALIZABLE; ASK q"},
+		{"SAVEPOINT s", "", "SAVEPOINT s"},
+		{"SELECT 1", "", "SELECT 1"},
+	} {
+		prefix, rest := splitTxPrefix(tc.sql)
+		if prefix != tc.prefix || rest != tc.rest {
+			t.Errorf("splitTxPrefix(%q) = %q, %q; want %q, %q", tc.sql, prefix, rest, tc.prefix, tc.rest)
+		}
+	}
+}
+
 func FuzzParseLifecycle(f *testing.F) {
 	for _, s := range []string{"DEALLOCATE a", `EXECUTE "x"(1)`, "/* */ PREPARE p AS", "DISCARD ALL;"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
+		if prefix, rest := splitTxPrefix(sql); prefix+rest != sql {
+			t.Fatalf("%q: split into %q and %q", sql, prefix, rest)
+		}
 		st := parseLifecycle(sql) // must not panic or loop
 		if st.kind == lcNone && st.name != "" {
 			t.Fatalf("%q: a name without a kind", sql)

@@ -136,6 +136,7 @@ var lifecycleCases = []struct {
 		w.q("PREPARE p2 AS SELECT 2")
 		w.run(1, parse("p2", ask), syncMsg)
 		w.q("EXECUTE p1", "EXECUTE p2")
+		w.run(1, parse("p3", ask), bind("", "p3"), execute(""), syncMsg)
 	}},
 	{"unnamed", func(w *wire, ask string) {
 		w.run(1, parse("", "SELECT 1"), parse("", ask), parse("", ask), bind("", ""), execute(""), syncMsg)
@@ -167,11 +168,22 @@ var lifecycleCases = []struct {
 		w.run(1, parse("a5", ask), syncMsg)
 		w.q("SELECT 1/0", "DEALLOCATE a5", "EXECUTE a5", "ROLLBACK", "EXECUTE a5", "DEALLOCATE a5")
 	}},
+	{"after transaction control in one Query (psqlodbc)", func(w *wire, ask string) {
+		w.q("BEGIN;"+ask, "SAVEPOINT s", "RELEASE s;SAVEPOINT s;"+ask, "RELEASE SAVEPOINT s; savepoint s ;"+ask)
+		w.q("RELEASE nosuch;SAVEPOINT s;"+ask, "ROLLBACK") // the ask is skipped with the rest
+		w.q("START TRANSACTION;"+ask, "COMMIT")
+	}},
 	{"names fold as in SQL", func(w *wire, ask string) {
 		w.run(1, parse("A6", ask), syncMsg)
 		w.q(`DEALLOCATE A6`, `DEALLOCATE "A6"`, `/* c */ DEALLOCATE -- c
  "A6";`)
 	}},
+}
+
+func (f *fixture) askCount() int {
+	f.asksMu.Lock()
+	defer f.asksMu.Unlock()
+	return len(f.asks)
 }
 
 // testLifecycle: a prepared ask's statement behaves as the client's own on
@@ -191,7 +203,11 @@ func testLifecycle(t *testing.T, f *fixture) {
 			for _, ask := range []string{"/* ask: " + topic + " */ SELECT 1", "-- ask: " + topic + "\nSELECT 1"} {
 				wd, wp := openWire(t, direct), openWire(t, via)
 				tc.run(wd, ask)
+				before := f.askCount()
 				tc.run(wp, ask)
+				if f.askCount() == before {
+					t.Errorf("%q: the proxy answered no ask: the case tests nothing", ask)
+				}
 				if a, b := strings.Join(wd.log, "\n"), strings.Join(wp.log, "\n"); a != b {
 					t.Errorf("%q: lifecycle transcripts differ\n--- direct:\n%s\n--- proxy:\n%s", ask, a, b)
 				}
