@@ -35,8 +35,14 @@ type askPortal struct {
 	// Execute gets its own read-only savepoint (idle, the batch's implicit
 	// transaction was made read-only at the Bind).
 	perExecute bool
-	formats    []int16 // result formats asked by the Bind (emulated rows)
-	pos        int     // emulated rows already sent
+	// bind, in a transaction block, is the client's Bind, not yet made
+	// upstream: each Execute binds the proxy's own portal inside its
+	// savepoint, which ends it, so no portal of the ask outlives the scope
+	// (FETCH names portals too). A partial Execute (row limit) binds the
+	// client's portal for good, as the rows must resume.
+	bind    *pgproto3.Bind
+	formats []int16 // result formats asked by the Bind (emulated rows)
+	pos     int     // emulated rows already sent
 }
 
 // ownName names the proxy's own statement and portal; placeholder is a
@@ -295,6 +301,9 @@ func (s *session) trackedBind(n int) error {
 		s.injectAll(scope.Enter, nil)
 	case 'T':
 		p.perExecute = true
+		p.bind = &b
+		s.portals[b.DestinationPortal] = p
+		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
 	default: // failed transaction: the server refuses the Bind itself
 	}
 	s.portals[b.DestinationPortal] = p
@@ -336,6 +345,15 @@ func (s *session) trackedDescribe(n int) error {
 	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].stmt.rows != nil:
 		p := s.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
+	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].bind != nil:
+		// Described from the proxy's own portal, bound and closed for it.
+		s.bindOwn(s.portals[d.Name])
+		s.replies.push(expect{msg: 'D', act: actRelay})
+		if _, err := s.uw.Write(describeMsg('P', ownName)); err != nil {
+			return err
+		}
+		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		return nil
 	}
 	s.replies.push(expect{msg: 'D', act: actRelay})
 	_, err = s.uw.Write(msg)
@@ -363,10 +381,25 @@ func (s *session) trackedExecute(n int) error {
 		if err != nil {
 			return err
 		}
+		if p.bind != nil && e.MaxRows > 0 {
+			s.prepareOwn(p.stmt)
+			b := *p.bind
+			b.PreparedStatement = ownName
+			s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+			s.closeOwn()
+			p.bind = nil
+		}
 		s.injectAll(scope.Enter, nil)
+		if p.bind != nil {
+			s.bindOwn(p)
+			msg = executeMsg(ownName, 0)
+		}
 		s.replies.push(expect{msg: 'E', act: actRelay})
 		if _, err := s.uw.Write(msg); err != nil {
 			return err
+		}
+		if p.bind != nil {
+			s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
 		}
 		s.injectAll(scope.Exit, nil)
 		return nil
@@ -395,7 +428,7 @@ func (s *session) trackedClose(n int) error {
 	case 'P':
 		if p := s.portals[c.Name]; p != nil {
 			delete(s.portals, c.Name)
-			if p.stmt.rows != nil {
+			if p.stmt.rows != nil || p.bind != nil { // not upstream
 				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 			}
 		}
@@ -652,6 +685,17 @@ func (s *session) prepareOwn(st *askStmt) {
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
 	s.send(withMsg(drop, 'P'), parseMsg(ownName, st.stmt.SQL(), st.tail))
 	s.ownLive = true
+}
+
+// bindOwn binds the proxy's own portal as the client bound p (see
+// askPortal.bind); the statement is closed again at once.
+func (s *session) bindOwn(p *askPortal) {
+	s.prepareOwn(p.stmt)
+	b := *p.bind
+	b.DestinationPortal, b.PreparedStatement = ownName, ownName
+	s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName)) // a scope statement's
+	s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+	s.closeOwn()
 }
 
 func (s *session) closeOwn() {

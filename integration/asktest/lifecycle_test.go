@@ -128,6 +128,10 @@ var lifecycleCases = []struct {
 		w.run(1, parse("a2", ask), bind("p", "a2"), execute("p"), closeP("p"), closeP("p"), execute("p"), syncMsg) // 34000
 		w.q("ROLLBACK")
 		w.q("BEGIN")
+		w.run(1, parse("a9", ask), bind("p9", "a9"), &pgproto3.Describe{ObjectType: 'P', Name: "p9"},
+			&pgproto3.Execute{Portal: "p9", MaxRows: 2}, &pgproto3.Execute{Portal: "p9", MaxRows: 2}, closeP("p9"), syncMsg)
+		w.q("ROLLBACK")
+		w.q("BEGIN")
 		w.run(1, parse("a2", ask), syncMsg) // 42P05 aborts the block
 		w.q("SELECT 1", "ROLLBACK")
 	}},
@@ -256,5 +260,18 @@ func testLifecycle(t *testing.T, f *fixture) {
 			}
 		}
 		assertUsable(ctx, t, c)
+
+		// An ask's portal in a transaction block: SQL FETCH names portals
+		// too, and would run the statement outside its read-only savepoint.
+		w := openWire(t, via)
+		w.q("BEGIN")
+		w.run(1, parse("a8", "/* ask: "+topic+" portal */"), bind("ap", "a8"),
+			&pgproto3.Describe{ObjectType: 'P', Name: "ap"}, execute("ap"), syncMsg)
+		w.q("FETCH ALL FROM ap", "ROLLBACK")
+		want := "CommandComplete BEGIN,ReadyForQuery T,ParseComplete,BindComplete,ReadyForQuery T," +
+			"ErrorResponse 34000 cursor \"ap\" does not exist,ReadyForQuery E,CommandComplete ROLLBACK,ReadyForQuery I"
+		if got := strings.Join(w.log, ","); got != want {
+			t.Errorf("FETCH of an ask's portal:\n%s\nwant\n%s", got, want)
+		}
 	})
 }
