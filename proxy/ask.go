@@ -61,7 +61,7 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:]) {
+	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:], n <= 64) {
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
@@ -499,7 +499,7 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 // statements in a Query's text (see splitTxPrefix).
 func (s *session) askAfterTxPrefix(msg []byte) (prefix string, m Marker, err error) {
 	text := msg[5 : len(msg)-1]
-	if !maybeTxPrefix(text) {
+	if !maybeTxPrefix(text, true) {
 		return "", Marker{}, nil
 	}
 	prefix, rest := splitTxPrefix(string(text))

@@ -1,6 +1,9 @@
 package proxy
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // A prepared ask lives only in the proxy's table (session.stmts): nothing
 // of it exists upstream between the client's messages. The SQL statements
@@ -219,12 +222,17 @@ func identByte(c byte, first bool) bool {
 // for the first one). An ask there is found after those statements.
 
 // maybeTxPrefix reports whether a Query may start with transaction control
-// (the first bytes of it suffice).
-func maybeTxPrefix(b []byte) bool {
+// followed by more statements. b is its first bytes, whole when they are all
+// of it: then a lone BEGIN or SAVEPOINT keeps to the relay's fast path.
+func maybeTxPrefix(b []byte, whole bool) bool {
 	s := strings.TrimLeft(string(b[:min(len(b), 24)]), " \t\n\r\f\v")
 	for _, w := range []string{"begin", "start", "savepoint", "release"} {
 		if len(s) >= len(w) && strings.EqualFold(s[:len(w)], w) {
-			return true
+			if !whole {
+				return true
+			}
+			i := bytes.IndexByte(b, ';')
+			return i >= 0 && len(bytes.TrimRight(b[i+1:], " \t\n\r\f\v\x00")) > 0
 		}
 	}
 	return false

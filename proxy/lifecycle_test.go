@@ -54,6 +54,28 @@ func TestSplitTxPrefix(t *testing.T) {
 	}
 }
 
+func TestMaybeTxPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		b     string
+		whole bool
+		want  bool
+	}{
+		{"BEGIN\x00", true, false},
+		{"begin; \n\x00", true, false},
+		{"SAVEPOINT s\x00", true, false},
+		{"RELEASE s;SAVEPOINT s;/* ask: q */\x00", true, true},
+		{"BEGIN;-- ask: q\x00", true, true},
+		{"  start transaction; ASK q;\x00", true, true},
+		{"RELEASE _EXEC_SVP_0x55d4c1a0;SAVEPOINT _EXEC_SVP_0x55d4c1a0;/* a", false, true},
+		{"SELECT 1; SELECT 2\x00", true, false},
+		{"BEGINNING", false, true}, // the slow path then finds no prefix
+	} {
+		if got := maybeTxPrefix([]byte(tc.b), tc.whole); got != tc.want {
+			t.Errorf("maybeTxPrefix(%q, %v) = %v, want %v", tc.b, tc.whole, got, tc.want)
+		}
+	}
+}
+
 func FuzzParseLifecycle(f *testing.F) {
 	for _, s := range []string{"DEALLOCATE a", `EXECUTE "x"(1)`, "/* */ PREPARE p AS", "DISCARD ALL;"} {
 		f.Add(s)
