@@ -198,6 +198,40 @@ func testMoreClients(t *testing.T, f *fixture) {
 		// Only what a connection needs: every other setting is the driver's
 		// default (UseServerSidePrepare=1).
 		connstr := fmt.Sprintf("Driver={PostgreSQL Unicode};Server=%s;Port=%s;Database=%s;Uid=%s;Pwd=%s;SSLmode=disable", host, port, db, askUser, askPass)
+		t.Run("isql", func(t *testing.T) {
+			// isql prepares every statement (SQLPrepare, SQLExecute): psqlodbc
+			// then names it _PLAN<address> and deallocates it before the next.
+			isql := clienttest.RequireBinary(t, "isql")
+			input := strings.Join([]string{
+				"SELECT 40 + 2 AS plain",
+				"/* ask: " + clientTopic + " via isql comment */",
+				"SELECT 42 AS after",
+				"-- ask: " + clientTopic + " via isql dash",
+				"SELECT 42 AS after",
+				"ASK " + clientTopic + " via isql bare;",
+				"SELECT 42 AS after",
+				"CREATE TEMP TABLE isql_t (x int)",
+				"/* ask: " + clientTopic + " via isql before insert */",
+				"INSERT INTO isql_t VALUES (1)",
+				"SELECT count(*) AS kept FROM isql_t",
+			}, "\n") + "\n"
+			cmd := exec.CommandContext(ctx, isql, "-k", connstr, "-b", "-v", "-d,", "-c")
+			cmd.Stdin = strings.NewReader(input)
+			raw, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("isql: %v\n%s", err, raw)
+			}
+			askRows := append([]string{"product_id,sku"}, strings.Split(rows, ";")...)
+			var want []string
+			want = append(want, "plain", "42")
+			for range 3 {
+				want = append(want, askRows...)
+				want = append(want, "after", "42")
+			}
+			want = append(want, askRows...)
+			want = append(want, "kept", "1")
+			assertLines(t, string(raw), want...)
+		})
 		out := run(ctx, t, nil, py, "testdata/ask_client_odbc.py", connstr, clientTopic)
 		var lines []string
 		for _, mode := range []string{"autocommit", "transaction"} {
