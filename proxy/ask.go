@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -223,6 +224,10 @@ func (s *session) trackedQuery(n int) error {
 	}
 	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
+			return err
+		}
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.stmts[name] != nil && name != "" {
+		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
 			return err
 		}
 	}
@@ -652,6 +657,53 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 		return true, s.answerQuery(tx, st)
 	}
 	return false, nil
+}
+
+// deallocateAround answers a DEALLOCATE of an ask between
+// transaction-control statements in one Query (see deallocateAround in
+// lifecycle.go): the statements before it run as a Query of their own, the
+// proxy answers the DEALLOCATE, and the statements after it run as the
+// Query whose ReadyForQuery ends the client's.
+func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err error) {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return true, err
+	}
+	if s.currentTx() == 'E' {
+		return false, nil // refused like any statement there (25P02)
+	}
+	if prefix != "" {
+		s.replies.push(expect{msg: 'Q', act: actRelayBody})
+		s.sent()
+		if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+			return true, err
+		}
+		if err := s.uw.Flush(); err != nil {
+			return true, err
+		}
+		if err := s.waitIdle(); err != nil {
+			return true, err
+		}
+		if s.unitFailed() {
+			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+		}
+	}
+	delete(s.stmts, name)
+	tag := mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
+	if strings.TrimSpace(suffix) == "" {
+		return true, s.synthQuery(tag)
+	}
+	if err := s.sendClient(tag); err != nil {
+		return true, err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelay})
+	s.sent()
+	s.batchOpen = false
+	_, err = s.uw.Write(queryMsg(suffix))
+	return true, err
 }
 
 // applyDiscard empties the table after the server dropped every prepared

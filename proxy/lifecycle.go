@@ -244,35 +244,73 @@ func maybeTxPrefix(b []byte, whole bool) bool {
 func splitTxPrefix(sql string) (prefix, rest string) {
 	l := lexer{s: sql}
 	end := 0
-	for {
-		switch strings.ToLower(l.word()) {
-		case "begin":
-			if w := strings.ToLower(l.word()); w != "" && w != "transaction" && w != "work" {
-				return sql[:end], sql[end:]
-			}
-		case "start":
-			if !strings.EqualFold(l.word(), "transaction") {
-				return sql[:end], sql[end:]
-			}
-		case "savepoint":
-			if l.word() == "" {
-				return sql[:end], sql[end:]
-			}
-		case "release":
-			w := l.word()
-			if strings.EqualFold(w, "savepoint") && !l.quoted {
-				w = l.word()
-			}
-			if w == "" {
-				return sql[:end], sql[end:]
-			}
-		default:
-			return sql[:end], sql[end:]
-		}
-		if l.peek() != ';' {
-			return sql[:end], sql[end:]
-		}
+	for l.txControl() && l.peek() == ';' {
 		l.s = l.s[1:]
 		end = len(sql) - len(l.s)
 	}
+	return sql[:end], sql[end:]
+}
+
+// txControlOnly reports whether sql holds nothing but transaction-control
+// statements (or nothing at all).
+func txControlOnly(sql string) bool {
+	l := lexer{s: sql}
+	for l.peek() != 0 {
+		if !l.txControl() {
+			return false
+		}
+		if l.peek() == ';' {
+			l.s = l.s[1:]
+		} else if l.peek() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// txControl reads one transaction-control statement, up to its end.
+func (l *lexer) txControl() bool {
+	switch strings.ToLower(l.word()) {
+	case "begin":
+		w := strings.ToLower(l.word())
+		return w == "" || w == "transaction" || w == "work"
+	case "start":
+		return strings.EqualFold(l.word(), "transaction")
+	case "savepoint":
+		return l.word() != ""
+	case "release":
+		w := l.word()
+		if strings.EqualFold(w, "savepoint") && !l.quoted {
+			w = l.word()
+		}
+		return w != ""
+	}
+	return false
+}
+
+// deallocateAround reads "[tx control;]… DEALLOCATE [PREPARE] name [; tx
+// control]…", as psqlodbc sends it in a transaction ("SAVEPOINT
+// _per_query_svp_;DEALLOCATE "_PLAN0x…";RELEASE _per_query_svp_"); ok is
+// false for any other text.
+func deallocateAround(sql string) (prefix, name, suffix string, ok bool) {
+	prefix, rest := splitTxPrefix(sql)
+	l := lexer{s: rest}
+	if !strings.EqualFold(l.word(), "deallocate") {
+		return "", "", "", false
+	}
+	w := l.word()
+	if strings.EqualFold(w, "prepare") && !l.quoted {
+		w = l.word()
+	}
+	if w == "" || (strings.EqualFold(w, "all") && !l.quoted) {
+		return "", "", "", false
+	}
+	name = l.ident(w)
+	if l.peek() == ';' {
+		l.s = l.s[1:]
+	}
+	if !txControlOnly(l.s) {
+		return "", "", "", false
+	}
+	return prefix, name, l.s, true
 }

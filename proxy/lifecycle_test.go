@@ -54,6 +54,25 @@ func TestSplitTxPrefix(t *testing.T) {
 	}
 }
 
+func TestDeallocateAround(t *testing.T) {
+	for _, tc := range []struct {
+		sql, prefix, name, suffix string
+		ok                        bool
+	}{
+		{`SAVEPOINT _per_query_svp_;DEALLOCATE "_PLAN0x1";RELEASE _per_query_svp_`, "SAVEPOINT _per_query_svp_;", "_PLAN0x1", "RELEASE _per_query_svp_", true},
+		{"DEALLOCATE a1", "", "a1", "", true},
+		{"DEALLOCATE PREPARE A1; release s ;", "", "a1", " release s ;", true},
+		{"SAVEPOINT s; DEALLOCATE a1; SELECT 1", "", "", "", false},
+		{"SAVEPOINT s; DEALLOCATE ALL", "", "", "", false},
+		{"SAVEPOINT s; SELECT 1", "", "", "", false},
+	} {
+		prefix, name, suffix, ok := deallocateAround(tc.sql)
+		if prefix != tc.prefix || name != tc.name || suffix != tc.suffix || ok != tc.ok {
+			t.Errorf("deallocateAround(%q) = %q, %q, %q, %v; want %q, %q, %q, %v", tc.sql, prefix, name, suffix, ok, tc.prefix, tc.name, tc.suffix, tc.ok)
+		}
+	}
+}
+
 func TestMaybeTxPrefix(t *testing.T) {
 	for _, tc := range []struct {
 		b     string
@@ -84,6 +103,7 @@ func FuzzParseLifecycle(f *testing.F) {
 		if prefix, rest := splitTxPrefix(sql); prefix+rest != sql {
 			t.Fatalf("%q: split into %q and %q", sql, prefix, rest)
 		}
+		_, _, _, _ = deallocateAround(sql)
 		st := parseLifecycle(sql) // must not panic or loop
 		if st.kind == lcNone && st.name != "" {
 			t.Fatalf("%q: a name without a kind", sql)

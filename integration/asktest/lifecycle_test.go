@@ -176,6 +176,13 @@ var lifecycleCases = []struct {
 		w.q("BEGIN;"+ask, "SAVEPOINT s", "RELEASE s;SAVEPOINT s;"+ask, "RELEASE SAVEPOINT s; savepoint s ;"+ask)
 		w.q("RELEASE nosuch;SAVEPOINT s;"+ask, "ROLLBACK") // the ask is skipped with the rest
 		w.q("START TRANSACTION;"+ask, "COMMIT")
+		// psqlodbc deallocates its _PLAN statements so in a transaction.
+		w.run(1, parse("_PLAN0x1", ask), syncMsg)
+		w.q("BEGIN", `SAVEPOINT _per_query_svp_;DEALLOCATE "_PLAN0x1";RELEASE _per_query_svp_`)
+		w.run(1, parse("_PLAN0x1", ask), syncMsg)
+		w.q(`SAVEPOINT _per_query_svp_;DEALLOCATE "_PLAN0x1"`, "RELEASE _per_query_svp_",
+			`RELEASE nosuch;DEALLOCATE "_PLAN0x1"`, "ROLLBACK")
+		w.run(1, parse("_PLAN0x1", ask), syncMsg) // 42P05: the failed Query kept it
 	}},
 	{"names fold as in SQL", func(w *wire, ask string) {
 		w.run(1, parse("A6", ask), syncMsg)
