@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -14,13 +15,16 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// askStmt is a prepared statement the client made from a marker Parse.
+// askStmt is a prepared statement the client made from a marker Parse. It
+// lives in the proxy's table only: the sealed statement is prepared
+// upstream, as the proxy's own statement, just for the Bind or Describe
+// that needs it and closed right after, so no name upstream reaches it
+// (EXECUTE, a Bind by name) around the read-only scope, and its lifecycle
+// (Close, DEALLOCATE, re-Parse) is the proxy's to answer as Postgres would.
 type askStmt struct {
-	// upstream is the statement's name upstream: the client's unnamed
-	// statement stays unnamed; a named one gets a name of the proxy's, so
-	// plain SQL (EXECUTE name) cannot reach it around the read-only scope.
-	upstream string
-	timeout  time.Duration
+	stmt    guard.Statement
+	tail    []byte // the client's Parse: parameter types
+	timeout time.Duration
 	// rows, when set, is an ask-sql answer the proxy serves itself.
 	rows *StaticResult
 }
@@ -32,8 +36,14 @@ type askPortal struct {
 	// Execute gets its own read-only savepoint (idle, the batch's implicit
 	// transaction was made read-only at the Bind).
 	perExecute bool
-	formats    []int16 // result formats asked by the Bind (emulated rows)
-	pos        int     // emulated rows already sent
+	// bind, in a transaction block, is the client's Bind, not yet made
+	// upstream: each Execute binds the proxy's own portal inside its
+	// savepoint, which ends it, so no portal of the ask outlives the scope
+	// (FETCH names portals too). A partial Execute (row limit) binds the
+	// client's portal for good, as the rows must resume.
+	bind    *pgproto3.Bind
+	formats []int16 // result formats asked by the Bind (emulated rows)
+	pos     int     // emulated rows already sent
 }
 
 // ownName names the proxy's own statement and portal; placeholder is a
@@ -52,7 +62,7 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if !maybeMarker(b[5:]) && !s.mayAskFunc(n) {
+	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:], n <= 64) && !s.mayAskFunc(n) {
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
@@ -63,6 +73,12 @@ func (s *session) clientQuery(n int) error {
 		return err
 	}
 	if m.Kind == MarkerNone {
+		if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+			if err != nil {
+				return err
+			}
+			return s.askQueryAfter(prefix, m, msg)
+		}
 		s.sent()
 		s.batchOpen = false
 		_, err := s.uw.Write(msg)
@@ -161,10 +177,7 @@ func (s *session) mayAskFunc(n int) bool {
 
 // trackedRequest handles one client message while an ask is in play.
 func (s *session) trackedRequest(typ byte, n int) error {
-	if s.discarded.Swap(false) {
-		clear(s.stmts) // DISCARD ALL / DEALLOCATE ALL dropped them upstream
-		clear(s.portals)
-	}
+	s.applyDiscard()
 	if s.skipBatch && typ != 'S' && typ != 'X' {
 		// The batch before an ask failed (found when the proxy synced it):
 		// the server would skip the rest of it, so the proxy does.
@@ -191,6 +204,9 @@ func (s *session) trackedRequest(typ byte, n int) error {
 		s.replies.push(expect{msg: typ, act: actRelay})
 		s.sent()
 		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		if typ == 'S' {
+			s.dropOwn()
+		}
 	case 'X':
 		return s.terminate(n)
 	default: // Flush, COPY data: no reply of their own
@@ -218,6 +234,21 @@ func (s *session) trackedQuery(n int) error {
 	}
 	if m.Kind != MarkerNone {
 		return s.askQuery(m, msg)
+	}
+	if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+		if err != nil {
+			return err
+		}
+		return s.askQueryAfter(prefix, m, msg)
+	}
+	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
+		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
+			return err
+		}
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.stmts[name] != nil && name != "" {
+		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
+			return err
+		}
 	}
 	// A simple Query drops the unnamed statement and portal.
 	delete(s.stmts, "")
@@ -262,7 +293,11 @@ func (s *session) trackedBind(n int) error {
 	}
 	switch {
 	case st == nil:
-		delete(s.portals, b.DestinationPortal)
+		if b.DestinationPortal == "" {
+			// The unnamed portal is replaced; a named one that exists
+			// stays, the Bind failing (42P03), so its entry stays too.
+			delete(s.portals, "")
+		}
 		s.replies.push(expect{msg: 'B', act: actRelay})
 		_, err = s.uw.Write(msg)
 		return err
@@ -290,13 +325,20 @@ func (s *session) trackedBind(n int) error {
 		s.injectAll(scope.Enter, nil)
 	case 'T':
 		p.perExecute = true
+		p.bind = &b
+		s.portals[b.DestinationPortal] = p
+		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
 	default: // failed transaction: the server refuses the Bind itself
 	}
 	s.portals[b.DestinationPortal] = p
-	b.PreparedStatement = st.upstream
+	s.prepareOwn(st)
+	b.PreparedStatement = ownName
 	s.replies.push(expect{msg: 'B', act: actRelay})
-	_, err = s.uw.Write(mustEncode(&b))
-	return err
+	if _, err := s.uw.Write(mustEncode(&b)); err != nil {
+		return err
+	}
+	s.closeOwn() // the portal keeps its plan
+	return nil
 }
 
 func (s *session) trackedDescribe(n int) error {
@@ -316,11 +358,26 @@ func (s *session) trackedDescribe(n int) error {
 			out := mustEncode(&pgproto3.ParameterDescription{})
 			return s.placeholderReply(append(out, s.rowDescription(st.rows, nil)...))
 		}
-		d.Name = st.upstream
-		msg = mustEncode(&d)
+		s.prepareOwn(st)
+		d.Name = ownName
+		s.replies.push(expect{msg: 'D', act: actRelay})
+		if _, err := s.uw.Write(mustEncode(&d)); err != nil {
+			return err
+		}
+		s.closeOwn()
+		return nil
 	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].stmt.rows != nil:
 		p := s.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
+	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].bind != nil:
+		// Described from the proxy's own portal, bound and closed for it.
+		s.bindOwn(s.portals[d.Name])
+		s.replies.push(expect{msg: 'D', act: actRelay})
+		if _, err := s.uw.Write(describeMsg('P', ownName)); err != nil {
+			return err
+		}
+		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		return nil
 	}
 	s.replies.push(expect{msg: 'D', act: actRelay})
 	_, err = s.uw.Write(msg)
@@ -348,10 +405,25 @@ func (s *session) trackedExecute(n int) error {
 		if err != nil {
 			return err
 		}
+		if p.bind != nil && e.MaxRows > 0 {
+			s.prepareOwn(p.stmt)
+			b := *p.bind
+			b.PreparedStatement = ownName
+			s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+			s.closeOwn()
+			p.bind = nil
+		}
 		s.injectAll(scope.Enter, nil)
+		if p.bind != nil {
+			s.bindOwn(p)
+			msg = executeMsg(ownName, 0)
+		}
 		s.replies.push(expect{msg: 'E', act: actRelay})
 		if _, err := s.uw.Write(msg); err != nil {
 			return err
+		}
+		if p.bind != nil {
+			s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
 		}
 		s.injectAll(scope.Exit, nil)
 		return nil
@@ -374,17 +446,13 @@ func (s *session) trackedClose(n int) error {
 	switch c.ObjectType {
 	case 'S':
 		if st := s.stmts[c.Name]; st != nil {
-			delete(s.stmts, c.Name)
-			if st.rows != nil {
-				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
-			}
-			c.Name = st.upstream
-			msg = mustEncode(&c)
+			delete(s.stmts, c.Name) // nothing of it is upstream
+			return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 		}
 	case 'P':
 		if p := s.portals[c.Name]; p != nil {
 			delete(s.portals, c.Name)
-			if p.stmt.rows != nil {
+			if p.stmt.rows != nil || p.bind != nil { // not upstream
 				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 			}
 		}
@@ -419,29 +487,87 @@ func (s *session) askQuery(m Marker, msg []byte) error {
 	if err := s.sendNotices(tr); err != nil {
 		return err
 	}
-	if tr.Rows != nil {
-		// Rows the proxy makes go to the client as rows, never as SQL.
-		out := s.rowDescription(tr.Rows, nil)
-		out = append(out, s.dataRows(tr.Rows, 0, len(tr.Rows.Rows))...)
-		out = append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", len(tr.Rows.Rows))})...)
+	return s.answerQuery(tx, &askStmt{stmt: tr.Statement, timeout: tr.Timeout, rows: tr.Rows})
+}
+
+// answerQuery answers a simple Query with an ask statement at a synced
+// point (transaction status tx): rows the proxy made go to the client as
+// rows, never as SQL; a statement runs sealed in the read-only scope.
+func (s *session) answerQuery(tx byte, st *askStmt) error {
+	// A simple Query drops the unnamed statement and portal, here too.
+	delete(s.stmts, "")
+	if st.rows != nil {
+		out := s.rowDescription(st.rows, nil)
+		out = append(out, s.dataRows(st.rows, 0, len(st.rows.Rows))...)
+		out = append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", len(st.rows.Rows))})...)
 		out = append(out, 'Z', 0, 0, 0, 5, tx)
 		return s.sendClient(out)
 	}
-	scope, err := guard.RunScope(pg.TxStatus(tx), tr.Timeout)
+	scope, err := guard.RunScope(pg.TxStatus(tx), st.timeout)
 	if err != nil {
 		return s.failQuery(translatorError(err))
 	}
 	s.batchOpen = false
+	delete(s.portals, "")
+	drop := expect{msg: 'C', act: actDrop}
+	s.send(drop, closeMsg('P', ""))
+	s.send(drop, closeMsg('S', ""))
 	s.injectAll(scope.Enter, nil)
-	s.injectStatement(tr.Statement, actRelay, nil, 0)
+	s.injectStatement(st.stmt, actRelay, nil, 0)
 	s.injectAll(scope.Exit, nil)
 	s.sync(actRelay, nil)
 	return nil
 }
 
+// askAfterTxPrefix finds an ask after leading transaction-control
+// statements in a Query's text (see splitTxPrefix).
+func (s *session) askAfterTxPrefix(msg []byte) (prefix string, m Marker, err error) {
+	text := msg[5 : len(msg)-1]
+	if !maybeTxPrefix(text, true) {
+		return "", Marker{}, nil
+	}
+	prefix, rest := splitTxPrefix(string(text))
+	if prefix == "" {
+		return "", Marker{}, nil
+	}
+	m, err = s.parseMarker([]byte(rest))
+	return prefix, m, err
+}
+
+// askQueryAfter answers a Query of transaction-control statements and then
+// an ask: those statements run first as a Query of their own, all their
+// replies but the ReadyForQuery going to the client; the ask runs only if
+// they succeed, as the server would skip it otherwise.
+func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('Q', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelayBody})
+	s.sent()
+	s.batchOpen = false
+	if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+		return err
+	}
+	if err := s.uw.Flush(); err != nil {
+		return err
+	}
+	if err := s.waitIdle(); err != nil {
+		return err
+	}
+	if s.unitFailed() {
+		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+	}
+	return s.askQuery(m, msg)
+}
+
 // askParse answers an extended-protocol marker statement: the generated
-// statement is prepared upstream (so Describe gives its row shape), and its
-// every Execute runs in a read-only scope (see trackedBind).
+// statement goes into the proxy's table under the client's name (see
+// askStmt), and its every Execute runs in a read-only scope (see
+// trackedBind).
 func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error {
 	if name != "" && s.stmts[name] != nil {
 		s.batchOpen = true
@@ -455,6 +581,14 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 		return err
 	}
 	s.batchOpen = true
+	if name != "" {
+		if perr, err := s.nameTaken(name); err != nil || perr != nil {
+			if err != nil {
+				return err
+			}
+			return s.failParse(name, tail, perr)
+		}
+	}
 	tr, perr := s.ask(m)
 	if perr != nil {
 		return s.failParse(name, tail, perr)
@@ -462,19 +596,198 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 	if err := s.sendNotices(tr); err != nil {
 		return err
 	}
-	if tr.Rows != nil {
-		s.stmts[name] = &askStmt{rows: tr.Rows}
-		return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
+	if name == "" {
+		// The client's unnamed statement upstream is replaced, as by a Parse.
+		s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ""))
 	}
-	st := &askStmt{timeout: tr.Timeout}
-	if name != "" {
-		s.askSeq++
-		st.upstream = fmt.Sprintf("%snlproxy-ask-%d", "\x01", s.askSeq)
+	s.stmts[name] = &askStmt{stmt: tr.Statement, tail: append([]byte(nil), tail...), timeout: tr.Timeout, rows: tr.Rows}
+	return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
+}
+
+// nameTaken reports, as the error Postgres would give a Parse of that name,
+// whether a statement of the client's is prepared upstream under name: the
+// name is prepared upstream (never run) and closed again. A Parse that finds
+// the name taken fails and so aborts a transaction block, as the client's
+// own Parse would.
+func (s *session) nameTaken(name string) (*PgError, error) {
+	k := newSink(pg.Limits{})
+	s.send(expect{msg: 'P', act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
+	s.send(expect{msg: 'C', act: actDrop, sink: k}, closeMsg('S', name))
+	s.sync(actDrop, k)
+	if err := s.uw.Flush(); err != nil {
+		return nil, err
 	}
-	s.stmts[name] = st
-	s.replies.push(expect{msg: 'P', act: actRelay})
-	_, err = s.uw.Write(parseMsg(st.upstream, tr.Statement.SQL(), tail))
+	select {
+	case <-k.done:
+	case <-s.ctx.Done():
+		return nil, errQuiet
+	}
+	return k.err, nil
+}
+
+// lifecycleQuery answers a simple Query that names an ask statement
+// (DEALLOCATE, EXECUTE, PREPARE) as Postgres would, and keeps the table in
+// step with DEALLOCATE ALL and DISCARD ALL. done is false when the Query
+// is the server's to answer as it is.
+func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err error) {
+	if lc.kind == lcDeallocateAll {
+		// The server answers; its tag says whether the asks went too
+		// (noteDiscard), and the client's next message must find the
+		// table as the server left it.
+		delete(s.stmts, "")
+		delete(s.portals, "")
+		s.replies.push(expect{msg: 'Q', act: actRelay})
+		s.sent()
+		s.batchOpen = false
+		if _, err := s.uw.Write(msg); err != nil {
+			return true, err
+		}
+		if err := s.uw.Flush(); err != nil {
+			return true, err
+		}
+		if err := s.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
+			return true, err
+		}
+		s.applyDiscard()
+		return true, nil
+	}
+	st := s.stmts[lc.name]
+	if st == nil || lc.name == "" {
+		return false, nil
+	}
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return true, err
+	}
+	tx := s.currentTx()
+	if tx == 'E' {
+		return false, nil // refused like any statement there (25P02)
+	}
+	switch lc.kind {
+	case lcDeallocate:
+		delete(s.stmts, lc.name)
+		return true, s.synthQuery(mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")}))
+	case lcPrepare:
+		return true, s.failQuery(duplicateStatement(lc.name))
+	case lcExecute:
+		return true, s.answerQuery(tx, st)
+	}
+	return false, nil
+}
+
+// deallocateAround answers a DEALLOCATE of an ask between
+// transaction-control statements in one Query (see deallocateAround in
+// lifecycle.go): the statements before it run as a Query of their own, the
+// proxy answers the DEALLOCATE, and the statements after it run as the
+// Query whose ReadyForQuery ends the client's.
+func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err error) {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return true, err
+	}
+	if s.currentTx() == 'E' {
+		return false, nil // refused like any statement there (25P02)
+	}
+	if prefix != "" {
+		s.replies.push(expect{msg: 'Q', act: actRelayBody})
+		s.sent()
+		if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+			return true, err
+		}
+		if err := s.uw.Flush(); err != nil {
+			return true, err
+		}
+		if err := s.waitIdle(); err != nil {
+			return true, err
+		}
+		if s.unitFailed() {
+			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+		}
+	}
+	delete(s.stmts, name)
+	tag := mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
+	if strings.TrimSpace(suffix) == "" {
+		return true, s.synthQuery(tag)
+	}
+	if err := s.sendClient(tag); err != nil {
+		return true, err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelay})
+	s.sent()
+	s.batchOpen = false
+	_, err = s.uw.Write(queryMsg(suffix))
+	return true, err
+}
+
+// applyDiscard empties the table after the server dropped every prepared
+// statement (DEALLOCATE ALL) or, with DISCARD ALL, every portal too.
+func (s *session) applyDiscard() {
+	switch s.discarded.Swap(0) {
+	case discardAll:
+		clear(s.portals)
+		clear(s.stmts)
+	case deallocateAll:
+		clear(s.stmts)
+	}
+}
+
+// synthQuery answers a simple Query with reply, made by the proxy: an empty
+// Query upstream gives the genuine ReadyForQuery after it.
+func (s *session) synthQuery(reply []byte) error {
+	s.replies.push(expect{msg: 'Q', act: actSynth, synth: reply})
+	s.sent()
+	s.batchOpen = false
+	_, err := s.uw.Write(queryMsg(""))
 	return err
+}
+
+// prepareOwn prepares st's sealed statement as the proxy's own statement for
+// the one message of the client's that follows (Bind, Describe); closeOwn
+// comes right after that message. An error in between (the server skips to
+// Sync) leaves the statement to dropOwn.
+func (s *session) prepareOwn(st *askStmt) {
+	drop := expect{act: actDrop}
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, st.stmt.SQL(), st.tail))
+	s.ownLive = true
+}
+
+// bindOwn binds the proxy's own portal as the client bound p (see
+// askPortal.bind); the statement is closed again at once.
+func (s *session) bindOwn(p *askPortal) {
+	s.prepareOwn(p.stmt)
+	b := *p.bind
+	b.DestinationPortal, b.PreparedStatement = ownName, ownName
+	s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName)) // a scope statement's
+	s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+	s.closeOwn()
+}
+
+func (s *session) closeOwn() {
+	s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ownName))
+}
+
+// dropOwn closes the proxy's own statement and portal after a batch that
+// made them: they hold sealed or scope SQL, and no name upstream may reach
+// that outside the ask path. The Closes form a batch of their own, after
+// the Sync, so no error before them can make the server skip them.
+func (s *session) dropOwn() {
+	if !s.ownLive {
+		return
+	}
+	s.ownLive = false
+	drop := expect{msg: 'C', act: actDrop}
+	s.send(drop, closeMsg('P', ownName))
+	s.send(drop, closeMsg('S', ownName))
+	s.replies.push(expect{msg: 'S', act: actDrop})
+	s.sent()
+	_, _ = s.uw.Write(syncMsg)
 }
 
 // sendNotices sends the translation's notices to the client.
@@ -622,6 +935,7 @@ func (s *session) injectAll(sqls []string, k *sink) {
 // statement and portal (never the client's unnamed ones), closing any left
 // from a batch an error cut short.
 func (s *session) inject(sql string, k *sink) {
+	s.ownLive = true
 	drop := expect{act: actDrop, sink: k}
 	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
@@ -634,6 +948,7 @@ func (s *session) inject(sql string, k *sink) {
 // reaches the server — described and executed with act (relay to the
 // client, or capture into k), at most maxRows rows (0: all).
 func (s *session) injectStatement(stmt guard.Statement, act replyAct, k *sink, maxRows int) {
+	s.ownLive = true
 	drop := expect{act: actDrop, sink: k}
 	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
@@ -648,6 +963,7 @@ func (s *session) sync(act replyAct, k *sink) {
 	s.replies.push(expect{msg: 'S', act: act, sink: k})
 	s.sent()
 	_, _ = s.uw.Write(syncMsg)
+	s.dropOwn()
 }
 
 // send queues e and writes msg upstream; a write error surfaces at Flush.

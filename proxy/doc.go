@@ -23,8 +23,9 @@
 // Marker statements (see ParseMarker) are handled by the client goroutine:
 // it waits until the upstream is idle, lets the Translator run trial queries
 // through the session's Executor, and forwards the generated SQL in place of
-// the marker text (for Parse: same statement name and parameter types, so
-// Describe reports the generated row shape). A batch prefix not yet sent is
+// the marker text (for Parse: the statement stays in the proxy's table and is
+// prepared upstream only for the Bind or Describe that needs it, see askStmt
+// and lifecycle.go). A batch prefix not yet sent is
 // held back while translating, so pipelined statements keep their order. When
 // there is no Translator, or it fails, the proxy sends the invalid statement
 // "nlproxy_marker_failed" upstream in the marker's place and replaces the

@@ -23,6 +23,9 @@ type replyAct uint8
 const (
 	// actRelay: replies go to the client as they are.
 	actRelay replyAct = iota
+	// actRelayBody: as actRelay, but the ReadyForQuery is the proxy's (the
+	// client's Query goes on with an ask; see askQueryAfter).
+	actRelayBody
 	// actDrop: the proxy's own statement; replies are dropped, errors go to
 	// the sink if there is one, else to the client.
 	actDrop
@@ -125,7 +128,7 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 	case 'A':
 		return false, relayN(s.ur, s.cw, 5+n, s.cw.Flush)
 	case 'N':
-		if h, ok := s.replies.head(); ok && h.act != actRelay {
+		if h, ok := s.replies.head(); ok && h.act != actRelay && h.act != actRelayBody {
 			_, err := s.ur.Discard(5 + n) // a notice about the proxy's own statement
 			return false, err
 		}
@@ -155,8 +158,13 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 		if h.sink != nil {
 			h.sink.finish(status)
 		}
-		if h.act != actRelay {
+		switch h.act {
+		case actDrop, actCapture, actRelayBody:
 			return false, nil
+		case actSynth: // a reply of the proxy's to a Query (see synthQuery)
+			if _, err := s.cw.Write(h.synth); err != nil {
+				return false, err
+			}
 		}
 		if _, err := s.cw.Write([]byte{'Z', 0, 0, 0, 5, status}); err != nil {
 			return false, err
@@ -173,7 +181,7 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 		s.noteCopyIn(true)
 	}
 	switch h.act {
-	case actRelay:
+	case actRelay, actRelayBody:
 		if typ == 'C' && n <= 256 {
 			if b, err := s.ur.Peek(5 + n); err == nil {
 				if s.srv.OnDDL != nil {
@@ -286,11 +294,19 @@ func isSentinelError(body []byte) bool {
 // noteDiscard forgets the proxy's prepared ask statements when the client
 // drops every prepared statement at once (they are gone upstream too).
 func (s *session) noteDiscard(tag []byte) {
-	t := strings.TrimRight(string(tag), "\x00")
-	if t == "DISCARD ALL" || t == "DEALLOCATE ALL" {
-		s.discarded.Store(true)
+	switch strings.TrimRight(string(tag), "\x00") {
+	case "DISCARD ALL":
+		s.discarded.Store(discardAll)
+	case "DEALLOCATE ALL":
+		s.discarded.CompareAndSwap(0, deallocateAll)
 	}
 }
+
+// Values of session.discarded.
+const (
+	deallocateAll = 1 + iota
+	discardAll
+)
 
 // sink collects the replies of one trial run.
 type sink struct {

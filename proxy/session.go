@@ -52,14 +52,14 @@ type session struct {
 	tracked   atomic.Bool  // every upstream message is attributed to a queued request
 	replies   replyQueue   // what to do with the replies to each message sent upstream
 	swallowZ  atomic.Int32 // untracked: ReadyForQuery of the proxy's own Sync, not relayed
-	discarded atomic.Bool  // the client ran DISCARD ALL / DEALLOCATE ALL
+	discarded atomic.Int32 // the client ran DISCARD ALL (discardAll) / DEALLOCATE ALL (deallocateAll)
 	execMu    sync.Mutex   // one trial run at a time on the session
 	// client goroutine only:
 	batchOpen bool                  // messages sent since the last Sync/Query
 	skipBatch bool                  // emulating the server's skip-until-Sync
 	stmts     map[string]*askStmt   // client statement name → ask statement
 	portals   map[string]*askPortal // client portal name → portal of an ask statement
-	askSeq    int
+	ownLive   bool                  // the proxy's own statement may exist upstream (see dropOwn)
 	// server goroutine only:
 	skipping  bool // the server skips to Sync after an error
 	errInUnit bool // an ErrorResponse since the last ReadyForQuery

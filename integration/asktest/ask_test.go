@@ -27,6 +27,8 @@ func TestAsk(t *testing.T) {
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, f) })
 	t.Run("InsideTransaction", func(t *testing.T) { testInsideTransaction(t, f) })
 	t.Run("Clients", func(t *testing.T) { testClients(t, f) })
+	t.Run("MoreClients", func(t *testing.T) { testMoreClients(t, f) })
+	t.Run("Lifecycle", func(t *testing.T) { testLifecycle(t, f) })
 	t.Run("CacheHit", func(t *testing.T) { testCacheHit(t, f) })
 	t.Run("OllamaDown", func(t *testing.T) { testOllamaDown(t, f) })
 	t.Run("Profiles", func(t *testing.T) { testProfiles(t, f) })
