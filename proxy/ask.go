@@ -370,13 +370,22 @@ func (s *session) trackedDescribe(n int) error {
 		p := s.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
 	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].bind != nil:
-		// Described from the proxy's own portal, bound and closed for it.
-		s.bindOwn(s.portals[d.Name])
+		// Described from the proxy's own portal, bound and closed for it,
+		// inside a read-only, pinned savepoint: binding plans the statement,
+		// and planning may evaluate functions.
+		p := s.portals[d.Name]
+		scope, err := guard.RunScope(pg.TxInTx, p.stmt.timeout)
+		if err != nil {
+			return err
+		}
+		s.injectAll(scope.Enter, nil)
+		s.bindOwn(p)
 		s.replies.push(expect{msg: 'D', act: actRelay})
 		if _, err := s.uw.Write(describeMsg('P', ownName)); err != nil {
 			return err
 		}
 		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		s.injectAll(scope.Exit, nil)
 		return nil
 	}
 	s.replies.push(expect{msg: 'D', act: actRelay})
