@@ -72,13 +72,18 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if m.Kind == MarkerNone {
-		if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+	if m.Kind == MarkerNone || m.invalid != nil {
+		// An ask after transaction control in one Query (psqlodbc's
+		// savepoints); a table-function ask there is one statement of
+		// several until the prefix is taken off.
+		if prefix, pm, err := s.askAfterTxPrefix(msg); err != nil || (pm.Kind != MarkerNone && pm.invalid == nil) {
 			if err != nil {
 				return err
 			}
-			return s.askQueryAfter(prefix, m, msg)
+			return s.askQueryAfter(prefix, pm, msg)
 		}
+	}
+	if m.Kind == MarkerNone {
 		s.sent()
 		s.batchOpen = false
 		_, err := s.uw.Write(msg)
@@ -232,14 +237,17 @@ func (s *session) trackedQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if m.Kind != MarkerNone {
+	if m.Kind != MarkerNone && m.invalid == nil {
 		return s.askQuery(m, msg)
 	}
-	if prefix, m, err := s.askAfterTxPrefix(msg); err != nil || m.Kind != MarkerNone {
+	if prefix, pm, err := s.askAfterTxPrefix(msg); err != nil || (pm.Kind != MarkerNone && pm.invalid == nil) {
 		if err != nil {
 			return err
 		}
-		return s.askQueryAfter(prefix, m, msg)
+		return s.askQueryAfter(prefix, pm, msg)
+	}
+	if m.Kind != MarkerNone {
+		return s.askQuery(m, msg) // a misused table function: its error
 	}
 	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {

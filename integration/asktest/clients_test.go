@@ -162,7 +162,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 		var lines []string
 		for _, mode := range []string{"emulated", "native"} {
 			lines = append(lines, mode+" plain: 42",
-				want(mode+" comment"), want(mode+" dash"), want(mode+" bare"),
+				want(mode+" comment"), want(mode+" dash"), want(mode+" bare"), want(mode+" func"),
 				want(mode+" prepared 1"), want(mode+" prepared 2"),
 				want(mode+" in tx"), mode+" tx: kept=1")
 		}
@@ -180,7 +180,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 		out := run(ctx, t, nil, ruby, "testdata/ask_client.rb", conninfo, clientTopic)
 		assertLines(t, out, "plain: 42", "plain params: 42",
 			want("exec comment"), want("exec_params comment"), want("exec dash"), want("exec_params dash"),
-			want("exec bare"), want("exec_params bare"),
+			want("exec bare"), want("exec_params bare"), want("exec func"), want("exec_params func"),
 			want("exec_prepared"), "prepare again: 42P05", "exec_prepared after DEALLOCATE: 26000",
 			want("reused"), want("in tx"), "plain a1 in tx: 42", "after: 42")
 	})
@@ -210,6 +210,8 @@ func testMoreClients(t *testing.T, f *fixture) {
 				"SELECT 42 AS after",
 				"ASK " + clientTopic + " via isql bare;",
 				"SELECT 42 AS after",
+				"SELECT * FROM nlproxy.ask('" + clientTopic + " via isql func')",
+				"SELECT 42 AS after",
 				"CREATE TEMP TABLE isql_t (x int)",
 				"/* ask: " + clientTopic + " via isql before insert */",
 				"INSERT INTO isql_t VALUES (1)",
@@ -224,7 +226,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 			askRows := append([]string{"product_id,sku"}, strings.Split(rows, ";")...)
 			var want []string
 			want = append(want, "plain", "42")
-			for range 3 {
+			for range 4 {
 				want = append(want, askRows...)
 				want = append(want, "after", "42")
 			}
@@ -236,7 +238,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 		var lines []string
 		for _, mode := range []string{"autocommit", "transaction"} {
 			lines = append(lines, mode+" plain: 42", mode+" plain params: 42")
-			for _, form := range []string{"comment", "dash", "bare"} {
+			for _, form := range []string{"comment", "dash", "bare", "func"} {
 				lines = append(lines, want(mode+" "+form), mode+" after "+form+": 42")
 			}
 			lines = append(lines, want(mode+" prepared 1"), want(mode+" prepared 2"), want(mode+" before insert"), mode+" tx: kept=1")
@@ -253,14 +255,15 @@ func testMoreClients(t *testing.T, f *fixture) {
 		// pgcli runs statements as they are typed; a comment-only statement
 		// it does not send at all (/* ask: … */ alone) or fails on itself
 		// (-- ask: …), so the comment form carries its question after the
-		// comment, as psql users type it. The table-function form
-		// (nlproxy.ask('…')) goes here once it exists.
+		// comment, as psql users type it; the table-function form is valid
+		// SQL, which pgcli sends as it is.
 		input := strings.Join([]string{
 			`\T csv`,
 			`SELECT 40 + 2 AS plain;`,
 			`ASK ` + clientTopic + ` via pgcli bare;`,
 			`/* ask: */ ` + clientTopic + ` via pgcli comment;`,
 			`SELECT 'after' AS done;`,
+			`SELECT * FROM nlproxy.ask('` + clientTopic + ` via pgcli func');`,
 			`\q`,
 		}, "\n") + "\n"
 		cmd := exec.CommandContext(ctx, script, "-qfec", fmt.Sprintf("%s -h %s -p %s -U %s -w --less-chatty --row-limit 0 %s", pgcli, host, port, askUser, db), "/dev/null")
@@ -284,6 +287,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 			// pgcli drops the leading comment itself: the server gets the bare question.
 			"> /* ask: */ " + clientTopic + " via pgcli comment;\nsyntax error at or near \"first\"\n",
 			"\"done\"\n\"after\"\nSELECT 1\n",
+			"> SELECT * FROM nlproxy.ask('" + clientTopic + " via pgcli func');\nnlproxy: " + clientSQL + "\n",
 		} {
 			if !strings.Contains(out, block) {
 				t.Errorf("pgcli output lacks %q:\n%s", block, out)

@@ -29,7 +29,7 @@ foreach (['emulated' => true, 'native' => false] as $mode => $emulate) {
         'comment' => "/* ask: $topic via php $mode comment */",
         'dash' => "-- ask: $topic via php $mode dash",
         'bare' => "ASK $topic via php $mode bare;",
-        // The table-function form (nlproxy.ask('…')) goes here once it exists.
+        'func' => "SELECT * FROM nlproxy.ask('$topic via php $mode func')",
     ];
     foreach ($forms as $form => $sql) {
         $st = $pdo->query($sql);

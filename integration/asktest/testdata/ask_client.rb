@@ -26,8 +26,8 @@ puts "plain params: #{conn.exec_params('SELECT $1::int + 2', [40]).getvalue(0, 0
 {
   'comment' => "/* ask: #{topic} via ruby comment */",
   'dash' => "-- ask: #{topic} via ruby dash",
-  'bare' => "ASK #{topic} via ruby bare;"
-  # The table-function form (nlproxy.ask('…')) goes here once it exists.
+  'bare' => "ASK #{topic} via ruby bare;",
+  'func' => "SELECT * FROM nlproxy.ask('#{topic} via ruby func')"
 }.each do |form, sql|
   show("exec #{form}", conn.exec(sql))
   show("exec_params #{form}", conn.exec_params(sql, []))

@@ -30,7 +30,7 @@ def main():
             "comment": f"/* ask: {topic} via odbc {mode} comment */",
             "dash": f"-- ask: {topic} via odbc {mode} dash",
             "bare": f"ASK {topic} via odbc {mode} bare;",
-            # The table-function form (nlproxy.ask('…')) goes here once it exists.
+            "func": f"SELECT * FROM nlproxy.ask('{topic} via odbc {mode} func')",
         }
         for form, sql in forms.items():
             cur.execute(sql)
