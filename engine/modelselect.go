@@ -45,8 +45,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	lx := e.lex.get(a.schema0)
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
-	lx.cohere(sc)
-	cands := lx.order(sc)
+	cands := lx.rank(sc, q, a.values, a.descs)
 	if len(cands) == 0 {
 		st.Note = "no candidate tables; deterministic selection kept"
 		return nil

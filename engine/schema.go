@@ -45,7 +45,6 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	}
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
-	lx.cohere(sc)
 	valueCols := map[string]bool{}
 	for _, m := range a.values {
 		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
@@ -58,7 +57,7 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	sel := catalog.Selection{}
 	var chosen []string
 	used := reserve
-	for _, i := range lx.order(sc) {
+	for _, i := range lx.rank(sc, q, a.values, a.descs) {
 		key := lx.tables[i].key
 		cols := lx.columns(i, q, valueCols)
 		size := estimateTokens(a.schema0.RenderSelected(catalog.Selection{key: cols}, opts))

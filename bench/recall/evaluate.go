@@ -17,6 +17,7 @@ import (
 // report is the outcome per database and overall ("" key).
 type report struct {
 	Budgets []int                `json:"budgets"`
+	Tables  int                  `json:"relations"` // in the loaded database
 	DBs     []string             `json:"databases"`
 	Rows    map[string]*dbResult `json:"results"`
 	Misses  []miss               `json:"misses,omitempty"`
@@ -50,7 +51,7 @@ type litMiss struct {
 // the loaded table's name.
 func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string) (*report, error) {
 	e := &engine.Engine{}
-	rep := &report{Budgets: budgets, Rows: map[string]*dbResult{}}
+	rep := &report{Budgets: budgets, Tables: len(snap.Schema.Tables), Rows: map[string]*dbResult{}}
 	row := func(db string) *dbResult {
 		r := rep.Rows[db]
 		if r == nil {
@@ -176,7 +177,7 @@ func pct(n, d int) float64 {
 }
 
 func (rep *report) print(w io.Writer, verbose bool) {
-	fmt.Fprintf(w, "gold-table recall (all gold tables shown in detail), lexical keywords, no model\n")
+	fmt.Fprintf(w, "gold-table recall (all gold tables shown in detail), lexical keywords, no model; %d relations\n", rep.Tables)
 	fmt.Fprintf(w, "%-12s %4s", "database", "n")
 	for _, b := range rep.Budgets {
 		fmt.Fprintf(w, " %14s", fmt.Sprintf("@%d (tok,tbl)", b))
