@@ -71,6 +71,8 @@ type EngineConfig struct {
 	DenyFunctions  []string `yaml:"deny_functions"`
 	// TrialMaxBytes caps the row data a trial run keeps.
 	TrialMaxBytes int `yaml:"trial_max_bytes"`
+	// NoLiteralCorrection keeps string literals as the model wrote them.
+	NoLiteralCorrection bool `yaml:"no_literal_correction"`
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int `yaml:"max_asks"`
 	MaxAsksPerClient int `yaml:"max_asks_per_client"`
@@ -278,6 +280,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Func("deny-function", "comma-separated function names generated SQL may never call, in addition to the built-in deny-list; repeatable (env NLPROXY_DENY_FUNCTIONS)",
 		func(s string) error { e.DenyFunctions = append(e.DenyFunctions, splitList(s)...); return nil })
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
+	fs.BoolVar(&e.NoLiteralCorrection, "no-literal-correction", e.NoLiteralCorrection, "keep string literals as the model wrote them; by default one no row matches becomes the closest stored value, listed in the NOTICE (env NLPROXY_NO_LITERAL_CORRECTION)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
 	fs.StringVar(&e.Profile, "profile", e.Profile, "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */ (env NLPROXY_PROFILE)")
@@ -426,6 +429,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 		e.DenyFunctions = splitList(v)
 	}
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
+	boolean("NLPROXY_NO_LITERAL_CORRECTION", &e.NoLiteralCorrection)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
 	str("NLPROXY_PROFILE", &e.Profile)
