@@ -248,7 +248,7 @@ INSERT INTO nlproxy.translations VALUES ('old', 'SELECT 1', now() + interval '1 
 		t.Fatal(err)
 	}
 	s := e.open(t, store.Options{})
-	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
+	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
 		t.Fatalf("old row: %+v %v %v", tr, ok, err)
 	}
 	if err := s.PutTranslation(ctx, "new", engine.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
