@@ -29,6 +29,9 @@ type lexicon struct {
 	// softTokens the cost of listing every table with its columns (the soft
 	// schema's "other tables"), namesTokens of listing names only.
 	fullTokens, softTokens, namesTokens int
+	// schemas counts the schemas; schemasTokens is the cost of one summary
+	// line for each.
+	schemas, schemasTokens int
 }
 
 type lexTable struct {
@@ -331,6 +334,12 @@ func (lx *lexicon) measure(s *catalog.Schema) {
 		}
 	}
 	lx.softTokens, lx.namesTokens = (soft+3)/4, (names+3)/4
+	lx.schemasTokens = (s.SchemaSummariesSize() + 3) / 4
+	ns := map[string]bool{}
+	for i := range s.Tables {
+		ns[s.Tables[i].Schema] = true
+	}
+	lx.schemas = len(ns)
 }
 
 // questionTerms are the matching terms of a question and its keywords.

@@ -529,3 +529,30 @@ func TestRankSchemas(t *testing.T) {
 		}
 	}
 }
+
+// A warehouse whose table names alone would crowd the prompt: the schemas
+// the question is not about are summarized in one line each.
+func TestSelectSchemaSummarizesOtherSchemas(t *testing.T) {
+	s := &catalog.Schema{}
+	for _, ns := range []string{"billing", "logistics", "marketing", "people"} {
+		for i := 0; i < 60; i++ {
+			s.Tables = append(s.Tables, nsTable(ns, fmt.Sprintf("%s_quarterly_snapshot_%02d", ns, i), "id", fmt.Sprintf("measure_%02d", i)))
+		}
+	}
+	s.Tables = append(s.Tables, nsTable("people", "employee", "id", "salary"))
+	e := &Engine{}
+	e.applyDefaults()
+	a := &ask{req: Request{Question: "average salary of the employees"}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords("average salary of the employees")}
+	got := e.selectSchemaBudget(a, 4000)
+	if !slices.Contains(got, "people.employee") {
+		t.Fatalf("selected %q", got)
+	}
+	for _, want := range []string{"-- Other schemas (not shown):", "-- billing: 60 tables: billing_quarterly_snapshot_00,", "-- marketing: 60 tables:"} {
+		if !strings.Contains(a.schema, want) {
+			t.Errorf("missing %q in\n%s", want, a.schema)
+		}
+	}
+	if strings.Contains(a.schema, "-- people:") || estimateTokens(a.schema) > 4000 {
+		t.Errorf("the selected schema is summarized, or the budget is exceeded (~%d tokens):\n%s", estimateTokens(a.schema), a.schema)
+	}
+}

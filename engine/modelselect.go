@@ -200,8 +200,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 		sel[lt.key] = cols
 		chosen = append(chosen, lt.key)
 	}
-	soft, namesOnly, _ := softMode(lx, e.SchemaMaxTokens)
-	opts.OtherNamesOnly = namesOnly
+	soft, _ := softMode(lx, e.SchemaMaxTokens, &opts)
 	rendered := a.schema0.RenderSelected(sel, opts)
 	if soft {
 		rendered = a.schema0.RenderSoft(sel, opts)
