@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // minLiteralScore is how close a stored value must be to replace a literal
@@ -166,6 +168,10 @@ func (e *Engine) storedOnServer(ctx context.Context, a *ask, table string, lit g
 		return false, err
 	}
 	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: e.TrialMaxBytes})
+	var se *ServerError
+	if errors.As(err, &se) && se.Code == pg.CodeInvalidTextRepresentation {
+		return false, nil // not even a value of the column's type ('Shipped' for an enum of 'shipped')
+	}
 	if err != nil {
 		return false, err
 	}

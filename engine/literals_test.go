@@ -28,9 +28,10 @@ func TestCorrectLiteralsChecksTheColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := cluster.Exec(ctx, db, `
-CREATE TABLE films (id int PRIMARY KEY, lang text, code text, city text, flag text);
-INSERT INTO films VALUES (1, 'Spanish', ' XYZ', 'Los Angeles', 'T'), (2, 'English', ' ABC', 'New York', 'F'),
-  (3, 'French', ' DEF', 'Chicago', 'T');
+CREATE TYPE film_state AS ENUM ('released', 'shelved');
+CREATE TABLE films (id int PRIMARY KEY, lang text, code text, city text, flag text, state film_state);
+INSERT INTO films VALUES (1, 'Spanish', ' XYZ', 'Los Angeles', 'T', 'released'), (2, 'English', ' ABC', 'New York', 'F', 'shelved'),
+  (3, 'French', ' DEF', 'Chicago', 'T', 'released');
 ANALYZE films;`); err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +67,12 @@ ANALYZE films;`); err != nil {
 			want: "SELECT id FROM films WHERE code IN (' XYZ', ' ABC')", kinds: []string{RewriteSpace}},
 		{name: "closest value", sql: "SELECT id FROM films WHERE city = 'Los Angles'",
 			want: "SELECT id FROM films WHERE city = 'Los Angeles'", kinds: []string{RewriteValue}},
+		{name: "enum label in another case", sql: "SELECT id FROM films WHERE state = 'Released'",
+			want: "SELECT id FROM films WHERE state = 'released'", kinds: []string{RewriteCase}},
 		{name: "stored value kept", sql: "SELECT id FROM films WHERE lang = 'French'",
 			want: "SELECT id FROM films WHERE lang = 'French'"},
 		{name: "stored but not indexed: kept", sql: "SELECT id FROM films WHERE lang = 'spanish'",
-			want: "SELECT id FROM films WHERE lang = 'spanish'", inTx: "INSERT INTO films VALUES (9, 'spanish', '', '', '')"},
+			want: "SELECT id FROM films WHERE lang = 'spanish'", inTx: "INSERT INTO films VALUES (9, 'spanish', '', '', '', NULL)"},
 		{name: "turned off", sql: "SELECT id FROM films WHERE lang = 'spanish'",
 			want: "SELECT id FROM films WHERE lang = 'spanish'", off: true},
 	} {
