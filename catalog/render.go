@@ -23,6 +23,11 @@ type RenderOptions struct {
 	// by name only (no columns), for schemas whose full name listing would
 	// crowd the prompt.
 	OtherNamesOnly bool
+	// OtherSchemasOnly makes RenderSoft summarize, in one line per schema,
+	// the schemas none of whose tables is selected (their first table
+	// names), and list nothing else: for warehouses whose name listing alone
+	// would crowd the prompt.
+	OtherSchemasOnly bool
 	// SearchPath is the asking session's search_path as schema names in
 	// order (current_schemas(false)); empty means ["public"]. A table is
 	// named unqualified when that name resolves to it on this path, and
@@ -213,6 +218,9 @@ func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOp
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		if _, ok := chosen[i]; !ok {
+			if soft && opts.OtherSchemasOnly {
+				continue
+			}
 			if soft && opts.OtherNamesOnly {
 				others = append(others, names.name(i)+TableSummary(t))
 			} else if soft {
@@ -225,6 +233,9 @@ func (s *Schema) render(chosen map[int]map[string]bool, soft bool, opts RenderOp
 			continue
 		}
 		s.renderTable(&b, i, kept, selectedTable, names, soft, opts)
+	}
+	if soft && opts.OtherSchemasOnly {
+		s.renderSchemaSummaries(&b, chosen)
 	}
 	if len(others) > 0 && opts.OtherNamesOnly {
 		b.WriteString("-- Other tables: " + strings.Join(others, ", ") + "\n")
@@ -411,6 +422,55 @@ func identList(cols []string) string {
 
 // maxSummary bounds a table summary in a names-only listing.
 const maxSummary = 60
+
+// summaryTables is how many table names a schema's summary line shows.
+const summaryTables = 6
+
+// renderSchemaSummaries writes one line per schema none of whose tables is
+// chosen: its name, table count and first table names.
+func (s *Schema) renderSchemaSummaries(b *strings.Builder, chosen map[int]map[string]bool) {
+	var order []string
+	tables := map[string][]string{}
+	selected := map[string]bool{}
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if _, ok := chosen[i]; ok {
+			selected[t.Schema] = true
+		}
+		if _, ok := tables[t.Schema]; !ok {
+			order = append(order, t.Schema)
+		}
+		tables[t.Schema] = append(tables[t.Schema], QuoteIdent(t.Name))
+	}
+	first := true
+	for _, ns := range order {
+		if selected[ns] {
+			continue
+		}
+		if first {
+			b.WriteString("-- Other schemas (not shown):\n")
+			first = false
+		}
+		ts := tables[ns]
+		more := ""
+		if len(ts) > summaryTables {
+			ts, more = ts[:summaryTables], ", …"
+		}
+		noun := "tables"
+		if len(tables[ns]) == 1 {
+			noun = "table"
+		}
+		fmt.Fprintf(b, "-- %s: %d %s: %s%s\n", QuoteIdent(ns), len(tables[ns]), noun, strings.Join(ts, ", "), more)
+	}
+}
+
+// SchemaSummariesSize estimates, in bytes, the schema summary lines when no
+// table is chosen (an upper bound for any selection).
+func (s *Schema) SchemaSummariesSize() int {
+	var b strings.Builder
+	s.renderSchemaSummaries(&b, nil)
+	return b.Len()
+}
 
 // TableSummary is how a names-only listing describes a table: the first
 // sentence of its comment, cut to about 60 bytes at a word, in parentheses

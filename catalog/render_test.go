@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -188,4 +189,35 @@ func TestRenderSearchPath(t *testing.T) {
 		})
 	}
 	golden(t, "soft_search_path", s.RenderSoft(sel, catalog.RenderOptions{SearchPath: []string{"sales", "public"}, Examples: ex}))
+}
+
+// A warehouse too big to list table by table: each schema none of whose
+// tables is selected gets one summary line (its first table names), the
+// selected schema's other tables are not listed.
+func TestRenderSchemaSummaries(t *testing.T) {
+	s := &catalog.Schema{}
+	add := func(ns string, n int) {
+		for i := 1; i <= n; i++ {
+			s.Tables = append(s.Tables, catalog.Table{Schema: ns, Name: fmt.Sprintf("%s_t%d", ns, i), Kind: catalog.KindTable,
+				Columns: []catalog.Column{{Name: "id", Type: "integer"}}})
+		}
+	}
+	add("sales", 3)
+	add("crm", 8)
+	add("hr", 1)
+	got := s.RenderSoft(catalog.Selection{"sales.sales_t1": nil}, catalog.RenderOptions{OtherSchemasOnly: true, SearchPath: []string{"sales"}})
+	for _, want := range []string{"CREATE TABLE sales_t1 (", "-- Other schemas (not shown):\n",
+		"-- crm: 8 tables: crm_t1, crm_t2, crm_t3, crm_t4, crm_t5, crm_t6, …\n", "-- hr: 1 table: hr_t1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"sales_t2", "-- sales:", "crm_t7"} {
+		if strings.Contains(got, not) {
+			t.Errorf("unexpected %q in\n%s", not, got)
+		}
+	}
+	if n := s.SchemaSummariesSize(); n < len("-- crm: 8 tables") {
+		t.Errorf("SchemaSummariesSize = %d", n)
+	}
 }

@@ -46,6 +46,9 @@ func NormalizeQuestion(q string) string {
 type Translation struct {
 	SQL        string
 	Confidence float64
+	// Rewrites are the literals literal correction changed in SQL, told
+	// again with each answer served from the cache.
+	Rewrites []LiteralRewrite
 }
 
 // CacheBackend is a second cache level shared by proxy replicas (the

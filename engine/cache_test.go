@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -29,7 +30,7 @@ func TestCache(t *testing.T) {
 		if hit != tt.hit {
 			t.Errorf("%s: hit = %v, want %v", tt.name, hit, tt.hit)
 		}
-		if hit && got != (Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75}) {
+		if hit && !reflect.DeepEqual(got, Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75}) {
 			t.Errorf("%s: got %+v", tt.name, got)
 		}
 	}

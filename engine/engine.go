@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,9 @@ type Engine struct {
 	// AllSchema shows the model every table, not only those the asking role
 	// may SELECT (saves one catalog query per role and schema version).
 	AllSchema bool
+	// NoLiteralCorrection leaves string literals as the model wrote them
+	// (by default a literal no row matches becomes the closest stored value).
+	NoLiteralCorrection bool
 
 	// Profiles are the profiles asks may name (nil: the built-in ones,
 	// Profiles()). DefaultProfile applies when neither the ask nor
@@ -111,6 +115,19 @@ type Result struct {
 	Alternatives []*Candidate
 	// Optimized says what the optimizer did ("" when it did not run).
 	Optimized string
+
+	cachedRewrites []LiteralRewrite
+}
+
+// Rewrites are the literals literal correction changed in the answer.
+func (r *Result) Rewrites() []LiteralRewrite {
+	if r.Cached {
+		return r.cachedRewrites
+	}
+	if r.Chosen < 0 || r.Chosen >= len(r.Candidates) {
+		return nil
+	}
+	return r.Candidates[r.Chosen].Rewrites
 }
 
 // SQL is the settled SQL as written (for people and logs).
@@ -235,7 +252,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		if stmt, err := guard.Seal(t.SQL, e.guardOptions(a)); err == nil {
 			a.trace.CacheHit = true
 			e.rememberAccepted(ctx, a, stmt)
-			return &Result{Statement: stmt, Cached: true, Chosen: -1, Confidence: t.Confidence}, nil
+			return &Result{Statement: stmt, Cached: true, Chosen: -1, Confidence: t.Confidence, cachedRewrites: t.Rewrites}, nil
 		}
 	}
 
@@ -276,7 +293,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence})
+	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
 	return res, nil
 }
 
@@ -514,20 +531,23 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	var fallback *Candidate // ran without error, but with an empty/NULL-heavy result
 	softFixed := false
 	sql := c.SQL
+	var rewrites []LiteralRewrite // those in sql
 	for round := 0; ; round++ {
-		sql = e.correctLiterals(ctx, a, sql)
+		var rw []LiteralRewrite
+		sql, rw = e.correctLiterals(ctx, a, sql)
+		rewrites = append(rewrites, rw...)
 		stmt, rows, prob, err := e.check(ctx, a, sql)
 		if err != nil {
 			return err
 		}
 		if prob == nil {
-			c.SQL, c.Statement, c.Rows, c.Usable, c.Problem = sql, stmt, rows, true, ""
+			c.SQL, c.Statement, c.Rows, c.Usable, c.Problem, c.Rewrites = sql, stmt, rows, true, "", rewrites
 			return nil
 		}
 		c.Trace = append(c.Trace, prob.String())
 		if !prob.hard() {
 			if fallback == nil {
-				fallback = &Candidate{SQL: sql, Statement: stmt, Rows: rows, Usable: true, Problem: prob.String(), Fixes: c.Fixes}
+				fallback = &Candidate{SQL: sql, Statement: stmt, Rows: rows, Usable: true, Problem: prob.String(), Fixes: c.Fixes, Rewrites: slices.Clone(rewrites)}
 			}
 			if softFixed {
 				break
@@ -552,10 +572,10 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			return err
 		}
 		c.Fixes++
-		sql = fixed
+		sql = fixed // written from the corrected SQL: the rewrites stand
 	}
 	if fallback != nil {
-		c.SQL, c.Statement, c.Rows, c.Usable, c.Problem = fallback.SQL, fallback.Statement, fallback.Rows, true, fallback.Problem
+		c.SQL, c.Statement, c.Rows, c.Usable, c.Problem, c.Rewrites = fallback.SQL, fallback.Statement, fallback.Rows, true, fallback.Problem, fallback.Rewrites
 	}
 	return nil
 }

@@ -29,6 +29,9 @@ type lexicon struct {
 	// softTokens the cost of listing every table with its columns (the soft
 	// schema's "other tables"), namesTokens of listing names only.
 	fullTokens, softTokens, namesTokens int
+	// schemas counts the schemas; schemasTokens is the cost of one summary
+	// line for each.
+	schemas, schemasTokens int
 }
 
 type lexTable struct {
@@ -331,13 +334,30 @@ func (lx *lexicon) measure(s *catalog.Schema) {
 		}
 	}
 	lx.softTokens, lx.namesTokens = (soft+3)/4, (names+3)/4
+	lx.schemasTokens = (s.SchemaSummariesSize() + 3) / 4
+	ns := map[string]bool{}
+	for i := range s.Tables {
+		ns[s.Tables[i].Schema] = true
+	}
+	lx.schemas = len(ns)
 }
 
 // questionTerms are the matching terms of a question and its keywords.
 func questionTerms(question string, keywords []string) map[string]bool {
 	q := map[string]bool{}
-	for _, t := range descindex.Tokenize(question + " " + strings.Join(keywords, " ")) {
+	text := question + " " + strings.Join(keywords, " ")
+	for _, t := range descindex.Tokenize(text) {
 		q[t] = true
+	}
+	// Two words written apart that a schema writes as one ("check-ins" for
+	// checkin, "zip code" for zipcode).
+	parts := descindex.Split(text)
+	for i := 1; i < len(parts); i++ {
+		if len(parts[i-1]) >= 3 && len(parts[i]) >= 2 && !isNumber(parts[i-1]) && !isNumber(parts[i]) {
+			for _, t := range descindex.Tokenize(parts[i-1] + parts[i]) {
+				q[t] = true
+			}
+		}
 	}
 	return q
 }
@@ -434,37 +454,155 @@ func (lt *lexTable) inColumnName(w string) bool {
 	return false
 }
 
-// Schema coherence: a question is nearly always about one schema of a
-// multi-schema database. Tables of a schema whose best tables score well
-// below the best schema's are down-weighted (not dropped).
+// Schema ranking: a question is nearly always about one schema of a
+// multi-schema database (one business area). Schemas are scored for the
+// question first; tables of schemas scoring below schemaKeep of the best
+// are down-weighted (not dropped: the budget decides), so one lone
+// same-word table elsewhere loses to a schema whose connected tables match.
 const (
-	coherenceTop     = 3
-	coherenceRatio   = 0.6
+	schemaKeep       = 0.6
+	schemaValueMin   = 0.9 // stored-value matches weaker than this do not point at a schema
 	coherencePenalty = 0.5
+	coherenceTop     = 3
 )
 
-func (lx *lexicon) cohere(sc []float64) {
+// schemaScores scores each schema by how much of the question it covers —
+// each question term once, at its best match in the schema (so a term
+// every table of a schema repeats, state_name, counts once; a prefixed
+// name counts as the plain one, its learnt prefix dropped), its best
+// near-exact stored value per keyword and its description hits — plus its
+// coherenceTop best table scores (several matching tables beat one), and
+// returns the schemas best first (ties by name, never map order).
+func (lx *lexicon) schemaScores(sc []float64, q map[string]bool, values []valueindex.Match, descs []descindex.Hit) ([]string, map[string]float64) {
+	terms := slices.Sorted(maps.Keys(q))
+	best := map[string]float64{} // ns + "\x00" + term or keyword → best weight
+	for i := range lx.tables {
+		lt := &lx.tables[i]
+		for _, w := range terms {
+			v := 0.0
+			switch {
+			case slices.Contains(lt.name, w):
+				v = weightName * lx.idf[w]
+			case lt.inColumnName(w):
+				v = weightColumn * lx.idf[w]
+			case lt.comment[w]:
+				v = weightComment * lx.idf[w]
+			}
+			k := lt.ns + "\x00t" + w
+			best[k] = max(best[k], v)
+		}
+	}
+	for _, m := range values {
+		// Only a near-exact stored value of a word points at a schema: a
+		// number or a fuzzy match is found in most schemas.
+		if m.Score < schemaValueMin || isNumber(m.Keyword) {
+			continue
+		}
+		if _, ok := lx.index[m.Schema+"."+m.Table]; ok {
+			k := m.Schema + "\x00v" + m.Keyword
+			best[k] = max(best[k], weightValue*m.Score)
+		}
+	}
+	for rank, h := range descs {
+		if h.Table == "" || h.Schema == "" {
+			continue
+		}
+		k := h.Schema + "\x00d" + h.Table
+		best[k] = max(best[k], 1/float64(rank+1))
+	}
+	nsScore := map[string]float64{}
 	byNS := map[string][]float64{}
 	for i, lt := range lx.tables {
 		byNS[lt.ns] = append(byNS[lt.ns], sc[i])
 	}
-	if len(byNS) < 2 {
-		return
-	}
-	nsScore := map[string]float64{}
-	top := 0.0
-	for ns, v := range byNS {
+	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
+		v := byNS[ns]
 		slices.SortFunc(v, func(a, b float64) int { return -cmpFloat(a, b) })
 		for _, x := range v[:min(coherenceTop, len(v))] {
 			nsScore[ns] += x
 		}
-		top = max(top, nsScore[ns])
 	}
-	for i, lt := range lx.tables {
-		if nsScore[lt.ns] < coherenceRatio*top {
-			sc[i] *= coherencePenalty
+	for _, k := range slices.Sorted(maps.Keys(best)) {
+		ns := k[:strings.IndexByte(k, 0)]
+		if _, ok := nsScore[ns]; ok {
+			nsScore[ns] += best[k]
 		}
 	}
+	names := slices.Sorted(maps.Keys(nsScore))
+	slices.SortStableFunc(names, func(a, b string) int { return -cmpFloat(nsScore[a], nsScore[b]) })
+	return names, nsScore
+}
+
+// rank orders the tables for the detailed part of the prompt: tables of
+// schemas scoring below schemaKeep of the best schema are down-weighted
+// (not dropped), then ranked by score with their bridges; the entity tables
+// the best schema's chosen tables reach through a join follow them.
+func (lx *lexicon) rank(sc []float64, q map[string]bool, values []valueindex.Match, descs []descindex.Hit) []int {
+	names, nsScore := lx.schemaScores(sc, q, values, descs)
+	sc = slices.Clone(sc)
+	top := 0.0
+	for i, lt := range lx.tables {
+		if nsScore[lt.ns] < schemaKeep*nsScore[names[0]] {
+			sc[i] *= coherencePenalty
+		}
+		top = max(top, sc[i])
+	}
+	if top == 0 {
+		return nil
+	}
+	in := map[int]bool{}
+	out := lx.order(sc, top, in, func(int) bool { return true })
+	var first []int
+	for _, i := range out {
+		if lx.tables[i].ns == names[0] {
+			first = append(first, i)
+		}
+	}
+	return append(out, lx.entities(first, sc, q, in)...)
+}
+
+// entities are the tables joined to a chosen one that carry an attribute
+// the question names and no chosen table has (the person table behind
+// "names of the instructors" when the question names only the role's
+// table), best first; they are added to in.
+func (lx *lexicon) entities(chosen []int, sc []float64, q map[string]bool, in map[int]bool) []int {
+	if len(chosen) == 0 {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, i := range chosen {
+		for _, w := range lx.tables[i].name {
+			have[w] = true
+		}
+		for _, c := range lx.tables[i].cols {
+			for _, w := range c.terms {
+				have[w] = true
+			}
+		}
+	}
+	var cand []int
+	for _, i := range chosen {
+		for _, j := range lx.adj[i] {
+			if in[j] || slices.Contains(cand, j) || lx.tables[j].ns != lx.tables[i].ns {
+				continue
+			}
+			for _, c := range lx.tables[j].cols {
+				if slices.ContainsFunc(c.terms, func(w string) bool { return q[w] && !have[w] && lx.idf[w] > 0 && !lx.tables[j].keys[c.name] }) {
+					cand = append(cand, j)
+					break
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(cand, func(a, b int) int { return -cmpFloat(sc[a], sc[b]) })
+	for _, j := range cand {
+		in[j] = true
+	}
+	return cand
+}
+
+func isNumber(s string) bool {
+	return s != "" && strings.TrimFunc(s, func(r rune) bool { return unicode.IsDigit(r) || r == '.' }) == ""
 }
 
 func cmpFloat(a, b float64) int {
@@ -481,21 +619,20 @@ func cmpFloat(a, b float64) int {
 // is not shown in detail unless it joins two that are.
 const minRelevance = 0.15
 
-// order ranks tables for the detailed part of the prompt: by score, each
-// followed by the best-scoring bridge table joining it to an earlier one it
-// does not join directly (writes between author and publication).
-func (lx *lexicon) order(sc []float64) []int {
+// order ranks the tables keep admits for the detailed part of the prompt:
+// by score, each followed by the best-scoring bridge table joining it to an
+// earlier one it does not join directly (writes between author and
+// publication). Tables below minRelevance of top, or already in, are
+// skipped; those ranked are added to in.
+func (lx *lexicon) order(sc []float64, top float64, in map[int]bool, keep func(int) bool) []int {
 	ranked := make([]int, 0, len(sc))
-	top := 0.0
 	for i, v := range sc {
-		top = max(top, v)
-		if v > 0 {
+		if v > 0 && keep(i) {
 			ranked = append(ranked, i)
 		}
 	}
 	slices.SortStableFunc(ranked, func(a, b int) int { return -cmpFloat(sc[a], sc[b]) })
 	var out []int
-	in := map[int]bool{}
 	for _, t := range ranked {
 		if sc[t] < minRelevance*top {
 			break
@@ -510,7 +647,7 @@ func (lx *lexicon) order(sc []float64) []int {
 			if slices.Contains(lx.adj[t], p) {
 				continue
 			}
-			if b := lx.bridge(t, p, sc, in); b >= 0 {
+			if b := lx.bridge(t, p, sc, in); b >= 0 && keep(b) {
 				out = append(out, b)
 				in[b] = true
 			}

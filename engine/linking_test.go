@@ -468,3 +468,91 @@ func TestLexiconJoinsDeterministic(t *testing.T) {
 		t.Fatalf("bridge between flight and airport = %d", b)
 	}
 }
+
+func nsTable(ns, name string, cols ...string) catalog.Table {
+	tb := intTable(name, cols...)
+	tb.Schema = ns
+	return tb
+}
+
+// Schema ranking on a warehouse-shaped catalog: a schema whose prefixed,
+// connected tables cover the question outranks a plain same-word table of
+// another schema; an entity table reached through a join comes in when the
+// question names its attribute, and only then; the order is the same on
+// every call.
+func TestRankSchemas(t *testing.T) {
+	s := &catalog.Schema{Tables: []catalog.Table{
+		nsTable("mart", "business", "business_id", "name"),
+		nsTable("mart", "product", "product_id", "name", "price"),
+		nsTable("mart", "sale", "sale_id", "product_id", "amount"),
+		nsTable("uni", "course", "course_id", "instructor_id", "title"),
+		nsTable("uni", "instructor", "instructor_id", "person_id", "rank"),
+		nsTable("uni", "person", "person_id", "email", "name"),
+		nsTable("uni", "room", "room_id", "name", "capacity"),
+		nsTable("yelp", "yp_business", "business_id", "name", "city"),
+		nsTable("yelp", "yp_review", "review_id", "business_id", "stars"),
+		nsTable("yelp", "yp_tip", "tip_id", "business_id", "likes"),
+	}}
+	lx := buildLexicon(s)
+	names := func(q string) []string {
+		qt := questionTerms(q, lexicalKeywords(q))
+		var out []string
+		for _, i := range lx.rank(lx.tableScores(qt, nil, nil), qt, nil, nil) {
+			out = append(out, lx.tables[i].key)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		question     string
+		before, then string // before ranks ahead of then ("" then: absent)
+		absent       string
+	}{
+		{"average stars of the reviews of each business", "yelp.yp_review", "mart.business", ""},
+		{"the names of the instructors of each course", "uni.instructor", "", ""},
+		{"the names of the instructors of each course", "uni.person", "", "mart.sale"},
+		{"how many courses each instructor teaches", "uni.course", "", "uni.person"},
+	} {
+		got := names(tt.question)
+		bi, ti := slices.Index(got, tt.before), slices.Index(got, tt.then)
+		switch {
+		case bi < 0:
+			t.Errorf("%q: ranked %q, lacks %s", tt.question, got, tt.before)
+		case tt.then != "" && ti >= 0 && ti < bi:
+			t.Errorf("%q: ranked %q, %s before %s", tt.question, got, tt.then, tt.before)
+		case tt.absent != "" && slices.Contains(got, tt.absent):
+			t.Errorf("%q: ranked %q, includes %s", tt.question, got, tt.absent)
+		}
+		for run := 0; run < 20; run++ {
+			if again := names(tt.question); !slices.Equal(again, got) {
+				t.Fatalf("%q: run %d ranked %q, first %q", tt.question, run, again, got)
+			}
+		}
+	}
+}
+
+// A warehouse whose table names alone would crowd the prompt: the schemas
+// the question is not about are summarized in one line each.
+func TestSelectSchemaSummarizesOtherSchemas(t *testing.T) {
+	s := &catalog.Schema{}
+	for _, ns := range []string{"billing", "logistics", "marketing", "people"} {
+		for i := 0; i < 60; i++ {
+			s.Tables = append(s.Tables, nsTable(ns, fmt.Sprintf("%s_quarterly_snapshot_%02d", ns, i), "id", fmt.Sprintf("measure_%02d", i)))
+		}
+	}
+	s.Tables = append(s.Tables, nsTable("people", "employee", "id", "salary"))
+	e := &Engine{}
+	e.applyDefaults()
+	a := &ask{req: Request{Question: "average salary of the employees"}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords("average salary of the employees")}
+	got := e.selectSchemaBudget(a, 4000)
+	if !slices.Contains(got, "people.employee") {
+		t.Fatalf("selected %q", got)
+	}
+	for _, want := range []string{"-- Other schemas (not shown):", "-- billing: 60 tables: billing_quarterly_snapshot_00,", "-- marketing: 60 tables:"} {
+		if !strings.Contains(a.schema, want) {
+			t.Errorf("missing %q in\n%s", want, a.schema)
+		}
+	}
+	if strings.Contains(a.schema, "-- people:") || estimateTokens(a.schema) > 4000 {
+		t.Errorf("the selected schema is summarized, or the budget is exceeded (~%d tokens):\n%s", estimateTokens(a.schema), a.schema)
+	}
+}

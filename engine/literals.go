@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // minLiteralScore is how close a stored value must be to replace a literal
@@ -14,27 +16,79 @@ import (
 // result (often empty) goes to the fixer instead.
 const minLiteralScore = 0.6
 
+// LiteralRewrite is one string literal that literal correction changed, for
+// the NOTICE, the trace and the evaluation harness.
+type LiteralRewrite struct {
+	Table  string `json:"table"` // "schema.table"
+	Column string `json:"column"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	// Kind is RewriteCase, RewriteSpace, RewriteValue or RewriteCode.
+	Kind string `json:"kind"`
+}
+
+// Kinds of literal rewrites.
+const (
+	RewriteCase  = "case"       // the stored value differs only in letter case
+	RewriteSpace = "whitespace" // … only in spaces (padded codes)
+	RewriteValue = "value"      // the closest stored value
+	RewriteCode  = "code"       // a pattern's text replaced by the data's code
+)
+
+// String is the rewrite as people read it: t.c: 'spanish' → 'Spanish' (letter case only).
+func (r LiteralRewrite) String() string {
+	s := fmt.Sprintf("%s.%s: %s → %s", r.Table, r.Column, sqlString(r.From), sqlString(r.To))
+	switch r.Kind {
+	case RewriteCase:
+		s += " (letter case only)"
+	case RewriteSpace:
+		s += " (whitespace only)"
+	case RewriteCode:
+		s += " (the data's code)"
+	}
+	return s
+}
+
+// rewriteKind classifies a rewrite of a plain literal.
+func rewriteKind(from, to string) string {
+	switch {
+	case strings.Join(strings.Fields(from), " ") == strings.Join(strings.Fields(to), " "):
+		return RewriteSpace
+	case strings.EqualFold(from, to):
+		return RewriteCase
+	}
+	return RewriteValue
+}
+
+// sqlString quotes s as an SQL string constant (standard conforming).
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
 // correctLiterals replaces string literals compared with a column
 // (col = 'Los Angeles', col IN (…)) by the closest value the column really
 // stores ('LA'), using the value index. A pattern (LIKE/ILIKE '%text%') is
 // changed only when no stored value it was compared with contains its text
 // and the data pairs the text with a code the column stores ('%California%'
-// → '%CA%'); its wildcards stay.
-func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string {
-	if a.snap == nil || a.snap.Values == nil {
-		return sql
+// → '%CA%'); its wildcards stay. A literal is changed only when the column,
+// asked on the server as the asking session, holds no row it matches (the
+// index may be stale, sampled or cut): a query that already finds what it
+// compares with is never changed. It returns the SQL and what it changed;
+// Engine.NoLiteralCorrection turns it off.
+func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (string, []LiteralRewrite) {
+	if e.NoLiteralCorrection || a.snap == nil || a.snap.Values == nil || a.exec == nil {
+		return sql, nil
 	}
 	lits, err := guard.Literals(sql)
 	if err != nil || len(lits) == 0 {
-		return sql
+		return sql, nil
 	}
 	checked, err := guard.Check(sql, e.guardOptions(a))
 	if err != nil {
-		return sql // the guard stage reports it
+		return sql, nil // the guard stage reports it
 	}
 	st := a.trace.begin("literals")
 	defer a.trace.end(st)
 	var reps []guard.Replacement
+	var done []LiteralRewrite
 	var notes []string
 	for _, lit := range lits {
 		pattern := strings.HasSuffix(lit.Op, "LIKE")
@@ -48,35 +102,83 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) string
 				// index, read by the catalog role, must not say what exists.
 				break
 			}
+			var rw LiteralRewrite
 			if pattern {
-				if value, ok := e.correctPattern(ctx, a, table, lit); ok {
-					reps = append(reps, guard.Replacement{Literal: lit, Value: value})
-					notes = append(notes, fmt.Sprintf("%s.%s: pattern '%s' → '%s' (the data's code)", table, lit.Column, lit.Value, value))
+				value, ok := e.correctPattern(ctx, a, table, lit)
+				if !ok {
+					break
 				}
-				break
+				rw = LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: value, Kind: RewriteCode}
+			} else {
+				matches := a.snap.Values.Closest(ctx, table, lit.Column, lit.Value, 1)
+				if len(matches) == 0 {
+					continue // column not indexed (numeric, skipped, sensitive) or empty
+				}
+				best := matches[0]
+				if best.Value == lit.Value || best.Score < minLiteralScore {
+					break
+				}
+				rw = LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: best.Value, Kind: rewriteKind(lit.Value, best.Value)}
 			}
-			matches := a.snap.Values.Closest(ctx, table, lit.Column, lit.Value, 1)
-			if len(matches) == 0 {
-				continue // column not indexed (numeric, skipped, sensitive) or empty
-			}
-			best := matches[0]
-			if best.Value == lit.Value {
-				break
-			}
-			if best.Score >= minLiteralScore {
-				reps = append(reps, guard.Replacement{Literal: lit, Value: best.Value})
-				notes = append(notes, fmt.Sprintf("%s.%s: '%s' → '%s' (%.2f)", table, lit.Column, lit.Value, best.Value, best.Score))
+			found, err := e.storedOnServer(ctx, a, table, lit)
+			switch {
+			case err != nil:
+				if ctx.Err() != nil {
+					return sql, nil
+				}
+				notes = append(notes, fmt.Sprintf("%s kept: the column could not be checked (%v)", sqlString(lit.Value), err))
+			case found:
+				notes = append(notes, fmt.Sprintf("%s kept: %s.%s holds it", sqlString(lit.Value), table, lit.Column))
+			default:
+				reps = append(reps, guard.Replacement{Literal: lit, Value: rw.To})
+				done = append(done, rw)
+				notes = append(notes, rw.String())
 			}
 			break
 		}
 	}
-	if len(reps) == 0 {
+	if len(notes) == 0 {
 		st.Note = fmt.Sprintf("%d literals, all stored", len(lits))
-		return sql
+		return sql, nil
 	}
 	st.Note = strings.Join(notes, "; ")
-	return guard.ReplaceLiterals(sql, reps)
+	if len(reps) == 0 {
+		return sql, nil
+	}
+	return guard.ReplaceLiterals(sql, reps), done
 }
+
+// storedOnServer reports whether table's column holds a row the literal
+// matches (= for a value, the pattern's own LIKE/ILIKE for a pattern), asked
+// on the asking session like every trial run: sealed by the guard, read-only,
+// under the trial limits.
+func (e *Engine) storedOnServer(ctx context.Context, a *ask, table string, lit guard.Literal) (bool, error) {
+	op := "="
+	if strings.HasSuffix(lit.Op, "LIKE") {
+		op = strings.TrimPrefix(lit.Op, "NOT ")
+	}
+	t := a.schema0.Table(table)
+	if t == nil {
+		return false, fmt.Errorf("unknown table %s", table)
+	}
+	q := fmt.Sprintf("SELECT 1 FROM %s.%s WHERE %s %s %s LIMIT 1",
+		quoteIdent(t.Schema), quoteIdent(t.Name), quoteIdent(lit.Column), op, sqlString(lit.Value))
+	stmt, err := guard.Seal(q, e.guardOptions(a))
+	if err != nil {
+		return false, err
+	}
+	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: e.TrialMaxBytes})
+	var se *ServerError
+	if errors.As(err, &se) && se.Code == pg.CodeInvalidTextRepresentation {
+		return false, nil // not even a value of the column's type ('Shipped' for an enum of 'shipped')
+	}
+	if err != nil {
+		return false, err
+	}
+	return rows != nil && len(rows.Values) > 0, nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // correctPattern is the pattern with its text replaced by the code the data
 // pairs it with, when the column's stored values near the text do not

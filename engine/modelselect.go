@@ -45,8 +45,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	lx := e.lex.get(a.schema0)
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
-	lx.cohere(sc)
-	cands := lx.order(sc)
+	cands := lx.rank(sc, q, a.values, a.descs)
 	if len(cands) == 0 {
 		st.Note = "no candidate tables; deterministic selection kept"
 		return nil
@@ -201,8 +200,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 		sel[lt.key] = cols
 		chosen = append(chosen, lt.key)
 	}
-	soft, namesOnly, _ := softMode(lx, e.SchemaMaxTokens)
-	opts.OtherNamesOnly = namesOnly
+	soft, _ := softMode(lx, e.SchemaMaxTokens, &opts)
 	rendered := a.schema0.RenderSelected(sel, opts)
 	if soft {
 		rendered = a.schema0.RenderSoft(sel, opts)

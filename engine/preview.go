@@ -23,12 +23,13 @@ type SchemaChoice struct {
 // a snapshot — lexical keywords (the fallback when the model's keyword call
 // fails), value and description retrieval, deterministic schema selection
 // under budget tokens — as the catalog role sees it (no session, no
-// privilege filtering). Benchmarks and `explain`-style tools use it; it
+// privilege filtering), names resolved on searchPath (nil: public).
+// Benchmarks and `explain`-style tools use it; it
 // makes no LLM call and runs no SQL.
-func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int) *SchemaChoice {
+func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int, searchPath []string) *SchemaChoice {
 	e.once.Do(e.applyDefaults)
 	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
-		sess: &session{}, trace: &Trace{}}
+		sess: &session{searchPath: searchPath}, trace: &Trace{}}
 	a.keywords = lexicalKeywords(question)
 	e.retrieve(ctx, a)
 	sel := e.selectSchemaBudget(a, budget)

@@ -45,7 +45,6 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	}
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
-	lx.cohere(sc)
 	valueCols := map[string]bool{}
 	for _, m := range a.values {
 		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
@@ -53,12 +52,11 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 
 	// The soft schema lists what is not detailed, when the listing leaves
 	// most of the budget to the details.
-	soft, namesOnly, reserve := softMode(lx, budget)
-	opts.OtherNamesOnly = namesOnly
+	soft, reserve := softMode(lx, budget, &opts)
 	sel := catalog.Selection{}
 	var chosen []string
 	used := reserve
-	for _, i := range lx.order(sc) {
+	for _, i := range lx.rank(sc, q, a.values, a.descs) {
 		key := lx.tables[i].key
 		cols := lx.columns(i, q, valueCols)
 		size := estimateTokens(a.schema0.RenderSelected(catalog.Selection{key: cols}, opts))
@@ -93,17 +91,27 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 }
 
 // softMode decides how the tables outside the selection are listed: with
-// their columns, by name only, or not at all (soft false), and what the
+// their columns, by name only, as one summary line per schema none of
+// whose tables is detailed (a warehouse too big to name table by table), or
+// not at all (soft false); it sets opts accordingly and returns what the
 // listing costs.
-func softMode(lx *lexicon, budget int) (soft, namesOnly bool, reserve int) {
+func softMode(lx *lexicon, budget int, opts *catalog.RenderOptions) (soft bool, reserve int) {
 	switch {
 	case lx.softTokens <= budget/softShare:
-		return true, false, lx.softTokens
+		return true, lx.softTokens
 	case lx.namesTokens <= budget/softShare:
-		return true, true, lx.namesTokens
+		opts.OtherNamesOnly = true
+		return true, lx.namesTokens
+	case lx.schemas > 1 && lx.schemasTokens <= budget/schemaShare:
+		opts.OtherSchemasOnly = true
+		return true, lx.schemasTokens
 	}
-	return false, false, 0
+	return false, 0
 }
+
+// schemaShare: schema summary lines may take at most 1/schemaShare of the
+// budget (they say what exists, the details answer the question).
+const schemaShare = 8
 
 // softShare: the soft schema's listing of the other tables may take at most
 // 1/softShare of the budget.

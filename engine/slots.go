@@ -36,6 +36,8 @@ type Candidate struct {
 	Cluster int
 	// Trace lists what happened to it, in order.
 	Trace []string
+	// Rewrites are the literals literal correction changed in SQL.
+	Rewrites []LiteralRewrite
 }
 
 // GenInput is what a generator, the fixer and the selector know about the

@@ -17,6 +17,7 @@ import (
 // report is the outcome per database and overall ("" key).
 type report struct {
 	Budgets []int                `json:"budgets"`
+	Tables  int                  `json:"relations"` // in the loaded database
 	DBs     []string             `json:"databases"`
 	Rows    map[string]*dbResult `json:"results"`
 	Misses  []miss               `json:"misses,omitempty"`
@@ -45,10 +46,12 @@ type litMiss struct {
 	DB, Question, Column, Value string
 }
 
-// evaluate runs the selection for every question at every budget.
-func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int) (*report, error) {
+// evaluate runs the selection for every question at every budget, names
+// resolved on searchPath; names maps a gold SQL's table of a database to
+// the loaded table's name.
+func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string) (*report, error) {
 	e := &engine.Engine{}
-	rep := &report{Budgets: budgets, Rows: map[string]*dbResult{}}
+	rep := &report{Budgets: budgets, Tables: len(snap.Schema.Tables), Rows: map[string]*dbResult{}}
 	row := func(db string) *dbResult {
 		r := rep.Rows[db]
 		if r == nil {
@@ -67,7 +70,7 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question
 		}
 		for _, ts := range golds {
 			for i := range ts {
-				ts[i] = q.DB + "." + ts[i]
+				ts[i] = q.DB + "." + names(q.DB, ts[i])
 			}
 		}
 		alts := compare.Alternatives(q.Gold)
@@ -76,7 +79,7 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question
 			r.Questions++
 		}
 		for bi, b := range budgets {
-			ch := e.PreviewSchema(ctx, snap, q.Question, b)
+			ch := e.PreviewSchema(ctx, snap, q.Question, b, searchPath)
 			hit := false
 			for _, g := range golds {
 				if subset(g, ch.Tables) {
@@ -174,7 +177,7 @@ func pct(n, d int) float64 {
 }
 
 func (rep *report) print(w io.Writer, verbose bool) {
-	fmt.Fprintf(w, "gold-table recall (all gold tables shown in detail), lexical keywords, no model\n")
+	fmt.Fprintf(w, "gold-table recall (all gold tables shown in detail), lexical keywords, no model; %d relations\n", rep.Tables)
 	fmt.Fprintf(w, "%-12s %4s", "database", "n")
 	for _, b := range rep.Budgets {
 		fmt.Fprintf(w, " %14s", fmt.Sprintf("@%d (tok,tbl)", b))
@@ -192,6 +195,18 @@ func (rep *report) print(w io.Writer, verbose bool) {
 		}
 		fmt.Fprintf(w, " %5.1f%% (%d/%d)\n", pct(r.LiteralsFound, r.Literals), r.LiteralsFound, r.Literals)
 	}
+	// The floor: the worst database's recall at each budget.
+	fmt.Fprintf(w, "%-12s %4s", "floor", "")
+	for i := range rep.Budgets {
+		low, at := 101.0, ""
+		for _, db := range rep.DBs {
+			if p := pct(rep.Rows[db].Hits[i], rep.Rows[db].Questions); p < low {
+				low, at = p, db
+			}
+		}
+		fmt.Fprintf(w, " %5.1f%% %-8s", low, at)
+	}
+	fmt.Fprintln(w)
 	if !verbose {
 		return
 	}

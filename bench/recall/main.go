@@ -42,6 +42,7 @@ func main() {
 	budgets := flag.String("budgets", "1000,2000,4000", "schema token budgets")
 	verbose := flag.Bool("v", false, "list the questions whose gold tables were missed at the largest budget, and missed literals")
 	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
+	hard := flag.Bool("hard", false, "the harder benchmark: every schema on the search_path beside distractor schemas (renamed, prefixed and camelCase copies, the sample and wide databases)")
 	flag.Parse()
 	var bs []int
 	for _, f := range strings.Split(*budgets, ",") {
@@ -56,13 +57,13 @@ func main() {
 	if *dbs != "" {
 		only = strings.Split(*dbs, ",")
 	}
-	if err := run(context.Background(), *dir, only, bs, *verbose, *jsonOut); err != nil {
+	if err := run(context.Background(), *dir, only, bs, *hard, *verbose, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "recall:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, only []string, budgets []int, verbose bool, jsonOut string) error {
+func run(ctx context.Context, dir string, only []string, budgets []int, hard, verbose bool, jsonOut string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	ds, err := dataset.OpenSQLEval(dir)
@@ -74,11 +75,20 @@ func run(ctx context.Context, dir string, only []string, budgets []int, verbose 
 		return err
 	}
 	defer c.Stop()
-	snap, qs, err := setup(ctx, c, "sqleval_merged", ds, only)
+	var snap *catalog.Snapshot
+	var qs []dataset.Question
+	var path []string
+	names := func(_, t string) string { return t }
+	if hard {
+		snap, qs, path, err = setupHard(ctx, c, "sqleval_warehouse", ds, only)
+		names = goldName
+	} else {
+		snap, qs, err = setup(ctx, c, "sqleval_merged", ds, only)
+	}
 	if err != nil {
 		return err
 	}
-	rep, err := evaluate(ctx, snap, qs, budgets)
+	rep, err := evaluate(ctx, snap, qs, budgets, path, names)
 	if err != nil {
 		return err
 	}

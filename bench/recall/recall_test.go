@@ -73,7 +73,7 @@ func TestRecallPipeline(t *testing.T) {
 			t.Errorf("%s: the column descriptions were not loaded as comments", want)
 		}
 	}
-	rep, err := evaluate(ctx, snap, qs, []int{1000, 4000})
+	rep, err := evaluate(ctx, snap, qs, []int{1000, 4000}, nil, func(_, t string) string { return t })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,5 +89,46 @@ func TestRecallPipeline(t *testing.T) {
 	}
 	if all.Literals == 0 || all.LiteralsFound == 0 {
 		t.Errorf("value retrieval measured on %d literals, %d found", all.Literals, all.LiteralsFound)
+	}
+}
+
+// The harder benchmark's database: renamed question-bearing tables, the
+// distractor schemas beside them, every schema on the search_path, and gold
+// tables mapped to the renamed names.
+func TestRecallHardSetup(t *testing.T) {
+	c := pgtest.New(t, pgtest.Options{})
+	ctx := context.Background()
+	ds, err := dataset.OpenSQLEval(filepath.Join("..", "..", "datasets", "sql-eval"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, qs, path, err := setupHard(ctx, c, pgtest.UniqueName(t, "recallhard"), ds, []string{"restaurants"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 25 {
+		t.Fatalf("%d questions for restaurants, want 25", len(qs))
+	}
+	for _, want := range []string{"restaurants.rsRestaurant", "yelp.yp_business", "mart.restaurant", "sb.sbRestaurant",
+		"crm.crm_business", "sample.orders", "wide.w030"} {
+		if snap.Schema.Table(want) == nil {
+			t.Errorf("warehouse lacks %s", want)
+		}
+	}
+	if tb := snap.Schema.Table("restaurants.restaurant"); tb != nil {
+		t.Errorf("restaurants.restaurant was not renamed")
+	}
+	if tb := snap.Schema.Table("mart.restaurant"); tb == nil || len(tb.Columns) != 5 || tb.Columns[0].Comment == "" {
+		t.Errorf("mart.restaurant is not a commented copy of restaurants.restaurant: %+v", tb)
+	}
+	if !slices.Equal(path, []string{"restaurants", "yelp", "academic", "geography", "advising", "atis", "scholar", "crm", "sb", "mart", "sample", "wide"}) {
+		t.Errorf("search_path %v", path)
+	}
+	rep, err := evaluate(ctx, snap, qs, []int{4000}, path, goldName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := rep.Rows[""]; all.Hits[0] == 0 {
+		t.Errorf("no question found its renamed gold tables: %+v", rep.Misses)
 	}
 }

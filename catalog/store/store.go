@@ -11,6 +11,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -146,6 +147,7 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 		`CREATE INDEX IF NOT EXISTS translations_expires ON ` + s.t("translations") + ` (expires)`,
 		// Added after the first release: stores made before it lack it.
 		`ALTER TABLE ` + s.t("translations") + ` ADD COLUMN IF NOT EXISTS confidence double precision`,
+		`ALTER TABLE ` + s.t("translations") + ` ADD COLUMN IF NOT EXISTS rewrites jsonb`,
 		`CREATE TABLE IF NOT EXISTS ` + s.t("pairs") + ` (
 			database  text NOT NULL,
 			qkey      text NOT NULL,
@@ -264,7 +266,8 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 func (s *Store) GetTranslation(ctx context.Context, key string) (engine.Translation, bool, error) {
 	var t engine.Translation
 	var conf *float64
-	err := s.pool.QueryRow(ctx, `SELECT sql, confidence FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf)
+	var rewrites []byte
+	err := s.pool.QueryRow(ctx, `SELECT sql, confidence, rewrites FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf, &rewrites)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.Translation{}, false, nil
 	}
@@ -274,6 +277,11 @@ func (s *Store) GetTranslation(ctx context.Context, key string) (engine.Translat
 	t.Confidence = -1
 	if conf != nil {
 		t.Confidence = *conf
+	}
+	if rewrites != nil {
+		if err := json.Unmarshal(rewrites, &t.Rewrites); err != nil {
+			return engine.Translation{}, false, fmt.Errorf("catalog store: translation rewrites: %w", err)
+		}
 	}
 	return t, true, nil
 }
@@ -285,8 +293,17 @@ func (s *Store) PutTranslation(ctx context.Context, key string, t engine.Transla
 	if t.Confidence >= 0 {
 		conf = &t.Confidence
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("translations")+` (key, sql, confidence, expires) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (key) DO UPDATE SET sql = EXCLUDED.sql, confidence = EXCLUDED.confidence, expires = EXCLUDED.expires`, key, t.SQL, conf, expires)
+	var rewrites []byte // NULL: none
+	if len(t.Rewrites) > 0 {
+		b, err := json.Marshal(t.Rewrites)
+		if err != nil {
+			return fmt.Errorf("catalog store: %w", err)
+		}
+		rewrites = b
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("translations")+` (key, sql, confidence, expires, rewrites) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key) DO UPDATE SET sql = EXCLUDED.sql, confidence = EXCLUDED.confidence, expires = EXCLUDED.expires,
+		rewrites = EXCLUDED.rewrites`, key, t.SQL, conf, expires, rewrites)
 	if err != nil {
 		return fmt.Errorf("catalog store: %w", err)
 	}

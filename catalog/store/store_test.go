@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -200,15 +201,23 @@ func TestTranslations(t *testing.T) {
 	if err := s.PutTranslation(ctx, "k2", engine.Translation{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
+	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
 		t.Errorf("k1: %+v %v %v", tr, ok, err)
 	}
 	// Unknown confidence is stored as NULL and read back as -1.
 	if err := s.PutTranslation(ctx, "k3", engine.Translation{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 3", Confidence: -1}) {
+	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 3", Confidence: -1}) {
 		t.Errorf("k3: %+v %v %v", tr, ok, err)
+	}
+	// Literal rewrites come back with the translation.
+	rw := []engine.LiteralRewrite{{Table: "public.t", Column: "c", From: "spanish", To: "Spanish", Kind: engine.RewriteCase}}
+	if err := s.PutTranslation(ctx, "k4", engine.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if tr, ok, err := s.GetTranslation(ctx, "k4"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}) {
+		t.Errorf("k4: %+v %v %v", tr, ok, err)
 	}
 	if _, ok, err := s.GetTranslation(ctx, "k2"); err != nil || ok {
 		t.Errorf("expired k2: %v %v", ok, err)
@@ -218,7 +227,7 @@ func TestTranslations(t *testing.T) {
 	c1.Backend, c2.Backend = s, s
 	key := engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "fp", Role: "r"}
 	c1.Put(key, engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
-	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || tr != (engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
+	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
 		t.Errorf("replica 2's cache: %+v %v", tr, ok)
 	}
 	if _, ok := c2.Get(engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "other", Role: "r"}); ok {
@@ -239,7 +248,7 @@ INSERT INTO nlproxy.translations VALUES ('old', 'SELECT 1', now() + interval '1 
 		t.Fatal(err)
 	}
 	s := e.open(t, store.Options{})
-	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || tr != (engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
+	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
 		t.Fatalf("old row: %+v %v %v", tr, ok, err)
 	}
 	if err := s.PutTranslation(ctx, "new", engine.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {

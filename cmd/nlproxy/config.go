@@ -74,6 +74,8 @@ type EngineConfig struct {
 	TrialMaxBytes int `yaml:"trial_max_bytes"`
 	// MaxQuestionBytes caps the text of one question (any ask form).
 	MaxQuestionBytes int `yaml:"max_question_bytes"`
+	// NoLiteralCorrection keeps string literals as the model wrote them.
+	NoLiteralCorrection bool `yaml:"no_literal_correction"`
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int `yaml:"max_asks"`
 	MaxAsksPerClient int `yaml:"max_asks_per_client"`
@@ -285,6 +287,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		func(s string) error { e.DenyFunctions = append(e.DenyFunctions, splitList(s)...); return nil })
 	fs.IntVar(&e.TrialMaxBytes, "trial-max-bytes", e.TrialMaxBytes, "row data a trial run may return before the ask fails with 54000 (env NLPROXY_TRIAL_MAX_BYTES)")
 	fs.IntVar(&e.MaxQuestionBytes, "max-question-bytes", e.MaxQuestionBytes, "longest question (the text of any ask form) in bytes; longer fails with 54000 before the model sees it (env NLPROXY_MAX_QUESTION_BYTES)")
+	fs.BoolVar(&e.NoLiteralCorrection, "no-literal-correction", e.NoLiteralCorrection, "keep string literals as the model wrote them; by default one no row matches becomes the closest stored value, listed in the NOTICE (env NLPROXY_NO_LITERAL_CORRECTION)")
 	fs.IntVar(&e.MaxAsks, "max-asks", e.MaxAsks, "questions the proxy answers at once; more fail with 53400 (env NLPROXY_MAX_ASKS)")
 	fs.IntVar(&e.MaxAsksPerClient, "max-asks-per-client", e.MaxAsksPerClient, "questions one client host may have answered at once (env NLPROXY_MAX_ASKS_PER_CLIENT)")
 	fs.StringVar(&e.Profile, "profile", e.Profile, "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */ (env NLPROXY_PROFILE)")
@@ -434,6 +437,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	}
 	integer("NLPROXY_TRIAL_MAX_BYTES", &e.TrialMaxBytes)
 	integer("NLPROXY_MAX_QUESTION_BYTES", &e.MaxQuestionBytes)
+	boolean("NLPROXY_NO_LITERAL_CORRECTION", &e.NoLiteralCorrection)
 	integer("NLPROXY_MAX_ASKS", &e.MaxAsks)
 	integer("NLPROXY_MAX_ASKS_PER_CLIENT", &e.MaxAsksPerClient)
 	str("NLPROXY_PROFILE", &e.Profile)

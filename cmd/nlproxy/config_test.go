@@ -21,6 +21,8 @@ upstreams:
     url: postgres://b@db2:5432/sales?sslmode=require
 idle_timeout: 5m
 log_format: json
+engine:
+  no_literal_correction: true
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ log_format: json
 			name: "ask limit defaults",
 			args: []string{"--upstream", "postgres://u@h/d"},
 			check: func(t *testing.T, c Config) {
-				if e := c.Engine; e.MaxAsks != 32 || e.MaxAsksPerClient != 4 || e.TrialMaxBytes != 1<<20 || e.MaxQuestionBytes != 16<<10 {
+				if e := c.Engine; e.MaxAsks != 32 || e.MaxAsksPerClient != 4 || e.TrialMaxBytes != 1<<20 || e.MaxQuestionBytes != 16<<10 || e.NoLiteralCorrection {
 					t.Errorf("defaults: %+v", e)
 				}
 			},
@@ -106,6 +108,28 @@ log_format: json
 				}
 				if len(c.Upstreams) != 2 || c.Upstreams[1].Database != "sales" {
 					t.Errorf("upstreams = %+v", c.Upstreams)
+				}
+				if !c.Engine.NoLiteralCorrection {
+					t.Errorf("no_literal_correction not applied")
+				}
+			},
+		},
+		{
+			name: "literal correction off by flag",
+			args: []string{"--upstream", "postgres://u@h/d", "--no-literal-correction"},
+			check: func(t *testing.T, c Config) {
+				if !c.Engine.NoLiteralCorrection {
+					t.Errorf("--no-literal-correction not applied")
+				}
+			},
+		},
+		{
+			name: "literal correction off by env",
+			args: []string{"--upstream", "postgres://u@h/d"},
+			env:  map[string]string{"NLPROXY_NO_LITERAL_CORRECTION": "true"},
+			check: func(t *testing.T, c Config) {
+				if !c.Engine.NoLiteralCorrection {
+					t.Errorf("NLPROXY_NO_LITERAL_CORRECTION not applied")
 				}
 			},
 		},

@@ -109,16 +109,17 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		mgr.Glossary = docs
 	}
 	eng := &engine.Engine{
-		LLM:           client,
-		Catalogs:      mgr,
-		Cache:         engine.NewCache(ec.CacheSize, time.Duration(ec.CacheTTL)),
-		Logger:        logger.Named("engine"),
-		AskTimeout:    time.Duration(ec.AskTimeout),
-		TrialTimeout:  time.Duration(ec.TrialTimeout),
-		TrialMaxBytes: ec.TrialMaxBytes,
-		NumCtx:        ec.NumCtx,
-		Guard:         guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
-		Redact:        cfg.Ops.redaction(),
+		LLM:                 client,
+		Catalogs:            mgr,
+		Cache:               engine.NewCache(ec.CacheSize, time.Duration(ec.CacheTTL)),
+		Logger:              logger.Named("engine"),
+		AskTimeout:          time.Duration(ec.AskTimeout),
+		TrialTimeout:        time.Duration(ec.TrialTimeout),
+		TrialMaxBytes:       ec.TrialMaxBytes,
+		NoLiteralCorrection: ec.NoLiteralCorrection,
+		NumCtx:              ec.NumCtx,
+		Guard:               guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
+		Redact:              cfg.Ops.redaction(),
 
 		DefaultProfile:   ec.Profile,
 		DatabaseProfiles: ec.DatabaseProfiles,

@@ -53,8 +53,10 @@ var (
 
 // askSQLColumns are the columns of an `ask-sql:` answer. confidence is
 // empty (NULL) when it could not be judged; trace is a JSON array of the
-// stages (stage, ms, llm_calls, prompt_tokens, completion_tokens, note).
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace"}
+// stages (stage, ms, llm_calls, prompt_tokens, completion_tokens, note);
+// literals is a JSON array of the literals literal correction changed
+// (table, column, from, to, kind), NULL when none.
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals"}
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
@@ -99,7 +101,13 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		row := []*string{
 			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
 			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
-			str(res.Profile), nil, str(traceJSON(res.Trace)),
+			str(res.Profile), nil, str(traceJSON(res.Trace)), nil,
+		}
+		if rw := res.Rewrites(); len(rw) > 0 {
+			b, err := json.Marshal(rw)
+			if err == nil {
+				row[9] = str(string(b))
+			}
 		}
 		if res.Confidence >= 0 {
 			row[7] = str(engine.FormatConfidence(res.Confidence))
@@ -174,6 +182,12 @@ func notice(res *engine.Result, shown string) string {
 	n := "nlproxy: " + shown
 	if res.Confidence >= 0 {
 		n += "\n(profile " + res.Profile + ", confidence " + engine.FormatConfidence(res.Confidence) + ")"
+	}
+	for i, rw := range res.Rewrites() {
+		if i == 0 {
+			n += "\nLiterals changed to values the data stores (no row matched them as written):"
+		}
+		n += "\n- " + rw.String()
 	}
 	for i, alt := range res.Alternatives {
 		if i == 0 {

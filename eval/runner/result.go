@@ -47,14 +47,26 @@ type Result struct {
 	EngineMS     int64           `json:"engine_ms,omitempty"` // the engine's own figure (ms column)
 	ExecMS       int64           `json:"exec_ms"`             // running the generated SQL
 	Trace        json.RawMessage `json:"trace,omitempty"`
-	SQLState     string          `json:"sqlstate,omitempty"`
-	Error        string          `json:"error,omitempty"`
-	Hint         string          `json:"hint,omitempty"`
-	GoldRows     int             `json:"gold_rows"`
-	GenRows      int             `json:"gen_rows"`
-	GoldHead     *compare.Table  `json:"gold_head,omitempty"` // first rows, for the report
-	GenHead      *compare.Table  `json:"gen_head,omitempty"`
-	Time         time.Time       `json:"time"`
+	// Rewrites are the literals the engine's literal correction changed in
+	// SQL (ask-sql's literals column), so their effect can be counted.
+	Rewrites []Rewrite      `json:"rewrites,omitempty"`
+	SQLState string         `json:"sqlstate,omitempty"`
+	Error    string         `json:"error,omitempty"`
+	Hint     string         `json:"hint,omitempty"`
+	GoldRows int            `json:"gold_rows"`
+	GenRows  int            `json:"gen_rows"`
+	GoldHead *compare.Table `json:"gold_head,omitempty"` // first rows, for the report
+	GenHead  *compare.Table `json:"gen_head,omitempty"`
+	Time     time.Time      `json:"time"`
+}
+
+// Rewrite is one literal the engine changed to a stored value.
+type Rewrite struct {
+	Table  string `json:"table"`
+	Column string `json:"column"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Kind   string `json:"kind"` // case, whitespace, value or code
 }
 
 // Right is whether the outcome is the one wanted: correct or subset-correct

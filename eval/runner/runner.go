@@ -306,6 +306,12 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 	if v := cols["trace"]; v != nil && json.Valid([]byte(*v)) {
 		res.Trace = json.RawMessage(*v)
 	}
+	if v := cols["literals"]; v != nil {
+		if err := json.Unmarshal([]byte(*v), &res.Rewrites); err != nil {
+			*res = fail(*res, "ask", fmt.Errorf("ask-sql's literals column: %w", err))
+			return false
+		}
+	}
 	return true
 }
 

@@ -2,6 +2,7 @@ package asktest_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
@@ -109,16 +111,48 @@ func testLiteralCorrected(t *testing.T, f *fixture) {
 		t.Errorf("sum = %q, want %q", got, want)
 	}
 	notices := strings.Join(c.Notices(), "\n")
-	if !strings.Contains(notices, "st.city = 'LA'") || strings.Contains(notices, "Los Angeles") {
+	sqlLine, _, _ := strings.Cut(notices, "\n")
+	if !strings.Contains(sqlLine, "st.city = 'LA'") || strings.Contains(sqlLine, "Los Angeles") {
 		t.Errorf("executed SQL (notice) was not corrected to the stored 'LA': %q", notices)
 	}
-	// ask-sql shows the same corrected statement.
-	sqlText, err := queryText(ctx, c.Conn, "-- ask-sql: "+q, pgx.QueryExecModeSimpleProtocol)
+	// The NOTICE says what was changed.
+	if !strings.Contains(notices, "public.stores.city: 'Los Angeles' → 'LA'") {
+		t.Errorf("the notice does not list the rewrite: %q", notices)
+	}
+	// ask-sql shows the same corrected statement, and the rewrite.
+	got2, err := askSQL(ctx, c.Conn, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(sqlText, "'LA'") {
-		t.Errorf("ask-sql = %q, want the corrected literal", sqlText)
+	if !strings.Contains(got2["sql"], "'LA'") {
+		t.Errorf("ask-sql = %q, want the corrected literal", got2["sql"])
+	}
+	var rws []engine.LiteralRewrite
+	if err := json.Unmarshal([]byte(got2["literals"]), &rws); err != nil || len(rws) != 1 ||
+		rws[0] != (engine.LiteralRewrite{Table: "public.stores", Column: "city", From: "Los Angeles", To: "LA", Kind: engine.RewriteValue}) {
+		t.Errorf("ask-sql literals = %q (%v), want the one rewrite", got2["literals"], err)
+	}
+
+	// A literal the column holds is kept, even when only the asking
+	// session's open transaction holds it (the value index cannot know).
+	const q2 = "how many sales has the Los Angeles store made so far"
+	const sql2 = "SELECT count(*) FROM store_sales s JOIN stores st ON st.id = s.store_id WHERE st.city = 'Los Angeles'"
+	f.script(q2, keywordsReply([]string{"sales", "store"}, []string{"Los Angeles"}), sqlReply(sql2))
+	for _, stmt := range []string{"BEGIN", "INSERT INTO stores VALUES (99, 'Los Angeles')"} {
+		if _, err := c.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := queryText(ctx, c.Conn, "/* ask: "+q2+" */", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	last := c.Notices()[len(c.Notices())-1]
+	if n != "0" || !strings.Contains(last, "'Los Angeles'") || strings.Contains(last, "Literals changed") {
+		t.Errorf("stored literal: count %q, notice %q; want 0 and the literal kept", n, last)
 	}
 }
 

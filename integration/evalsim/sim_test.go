@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/report"
@@ -139,6 +140,21 @@ func TestSimulatedEvaluation(t *testing.T) {
 		t.Run(profile+"/p=1", func(t *testing.T) {
 			res, _, _ := simulate(t, f, evalsim.Options{P: 1, Q: 1, Seed: seed}, profile, profile+"-p1")
 			f.all = append(f.all, res...)
+			// The model wrote the gold SQL: a literal correction that
+			// changes its result surprises the user.
+			rewrites, answers, changed := 0, 0, 0
+			for _, r := range res {
+				if len(r.Rewrites) == 0 {
+					continue
+				}
+				rewrites += len(r.Rewrites)
+				answers++
+				if r.Outcome != runner.Correct && r.Outcome != runner.Abstained {
+					changed++
+					t.Errorf("%s: literal correction changed the gold's result (%s): %+v\n  gold: %s\n  sql:  %s", r.ID, r.Outcome, r.Rewrites, r.Gold, r.SQL)
+				}
+			}
+			t.Logf("%s p=1: %d literal rewrites in %d of %d answers, %d changed a result", profile, rewrites, answers, len(res), changed)
 			for _, r := range res {
 				if !r.Right() {
 					t.Errorf("%s: %s (%s %s)\n  question: %s\n  gold: %s\n  sql:  %s\n  gold rows %d %v\n  gen rows  %d %v",
@@ -168,6 +184,7 @@ func TestSimulatedEvaluation(t *testing.T) {
 			}
 		})
 	}
+	t.Run("fast/literal-case", func(t *testing.T) { literalCase(t, f) })
 	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
 
 	// The report of every run, for people (go test -artifacts keeps it;
@@ -189,6 +206,37 @@ func TestSimulatedEvaluation(t *testing.T) {
 	if err := report.WriteHTML(page, f.all, report.HTMLOptions{Title: "nlproxy eval — simulated model",
 		Note: "Simulated model (integration/evalsim): these figures test the harness and the pipeline's mechanics; they are not accuracy."}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// literalCase: the model writes, wherever it can, the gold with a string
+// literal in the wrong letter case (P = 0, literal-case variants only).
+// Literal correction changes such a literal, which no row matches, to the
+// stored value: every rewrite it makes is a letter-case one, and answers it
+// rewrote come out right unless another literal stayed wrong. The counts
+// are logged.
+func literalCase(t *testing.T, f *fixture) {
+	res, st, _ := simulate(t, f, evalsim.Options{P: 0, Q: 0, Seed: seed, Kinds: []string{evalsim.KindLiteral}}, "fast", "fast-literal-case")
+	rewrites, answers, right := 0, 0, 0
+	for _, r := range res {
+		if len(r.Rewrites) == 0 {
+			continue
+		}
+		rewrites += len(r.Rewrites)
+		answers++
+		if r.Right() {
+			right++
+		}
+		for _, rw := range r.Rewrites {
+			if rw.Kind != engine.RewriteCase {
+				t.Errorf("%s: rewrite %+v is not of letter case\n  sql: %s", r.ID, rw, r.SQL)
+			}
+		}
+	}
+	t.Logf("literal-case variants (%d planted): %d literal rewrites in %d answers, %d of them right; %d/%d right overall",
+		st.Variants[evalsim.KindLiteral], rewrites, answers, right, rightCount(res), len(res))
+	if st.Variants[evalsim.KindLiteral] > 0 && answers == 0 {
+		t.Errorf("%d literal-case variants planted, none corrected", st.Variants[evalsim.KindLiteral])
 	}
 }
 

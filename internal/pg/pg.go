@@ -29,6 +29,7 @@ const (
 	CodeProtocolViolation          = "08P01"
 	CodeFeatureNotSupported        = "0A000"
 	CodeCharacterNotInRepertoire   = "22021"
+	CodeInvalidTextRepresentation  = "22P02"
 	CodeReadOnlyTransaction        = "25006"
 	CodeInFailedTransaction        = "25P02"
 	CodeInvalidAuthorization       = "28000"

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/sampledb"
+	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+)
+
+// The harder benchmark (-hard) is the shape of a warehouse: the seven
+// sql-eval databases in one database, a schema each, every schema on the
+// search_path, beside distractor schemas whose tables compete with theirs
+// for the same words. Two question-bearing schemas carry learnt naming
+// styles (camelCase with a prefix, a snake_case prefix), and distractors
+// hold plain, prefixed and camelCase copies of sql-eval tables (their first
+// columns only, so that a question naming an attribute can tell them
+// apart), the business sample database and a synthetic wide schema.
+// Questions score only against their own schema; distractors bear none.
+
+// renamed: question-bearing schemas whose tables are renamed after loading
+// (gold SQL names the original tables; scoring maps them).
+var renamed = map[string]func(string) string{
+	"restaurants": func(t string) string { return "rs" + upperFirst(t) }, // rsRestaurant
+	"yelp":        func(t string) string { return "yp_" + t },            // yp_business
+}
+
+// copies: distractor schema → its tables, copied from a sql-eval schema's
+// table under a new name with the first copyColumns columns.
+var copies = []struct {
+	schema string
+	tables [][3]string // source schema, source table, new name
+}{
+	{"crm", [][3]string{ // prefixed
+		{"yelp", "business", "crm_business"}, {"yelp", "users", "crm_users"},
+		{"academic", "author", "crm_author"}, {"academic", "journal", "crm_journal"},
+		{"geography", "city", "crm_city"},
+	}},
+	{"sb", [][3]string{ // camelCase with a prefix
+		{"restaurants", "restaurant", "sbRestaurant"}, {"advising", "student", "sbStudent"},
+		{"atis", "airline", "sbAirline"}, {"scholar", "paper", "sbPaper"},
+	}},
+	{"mart", [][3]string{ // plain names competing with the renamed schemas
+		{"yelp", "business", "business"}, {"yelp", "review", "review"},
+		{"restaurants", "restaurant", "restaurant"}, {"restaurants", "location", "location"},
+		{"academic", "author", "author"},
+	}},
+}
+
+const (
+	copyColumns            = 100
+	wideTables, wideCols   = 30, 8
+	sampleSchema, wideName = "sample", "wide"
+)
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// goldName maps a gold SQL's table name of db to the loaded table's name.
+func goldName(db, table string) string {
+	if f := renamed[db]; f != nil {
+		return f(table)
+	}
+	return table
+}
+
+// setupHard loads the harder benchmark's database into cluster c and
+// returns its snapshot, the answerable questions, and the search_path
+// (every schema: question-bearing ones first, then distractors).
+func setupHard(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, []string, error) {
+	qs, dbs := questionsFor(ds, only)
+	if len(dbs) == 0 {
+		return nil, nil, nil, fmt.Errorf("no questions for databases %v", only)
+	}
+	// Copies read from every sql-eval schema they name: load those too.
+	load := slices.Clone(dbs)
+	for _, cp := range copies {
+		for _, t := range cp.tables {
+			if !slices.Contains(load, t[0]) {
+				load = append(load, t[0])
+			}
+		}
+	}
+	if err := c.CreateDatabase(ctx, name); err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := c.Connect(ctx, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer conn.Close(ctx)
+	opts := catalog.BuildOptions{}
+	for _, db := range load {
+		l, err := dataset.LoadSchema(ctx, conn, ds, db, db)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if slices.Contains(dbs, db) {
+			for _, g := range dataset.GlossaryEntries(l.Glossary) {
+				opts.Glossary = append(opts.Glossary, descindex.Doc{Kind: descindex.KindGlossary, Schema: db, Term: g.Term, Text: g.Definition})
+			}
+		}
+	}
+	for _, cp := range copies {
+		if err := copySchema(ctx, conn, cp.schema, cp.tables); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	// Renamed after the copies, which read the original names.
+	for _, db := range slices.Sorted(maps.Keys(renamed)) {
+		if !slices.Contains(load, db) {
+			continue
+		}
+		ts, err := tablesOf(ctx, conn, db)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, t := range ts {
+			q := fmt.Sprintf("ALTER TABLE %s RENAME TO %s", pgx.Identifier{db, t}.Sanitize(), pgx.Identifier{renamed[db](t)}.Sanitize())
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return nil, nil, nil, fmt.Errorf("rename %s.%s: %w", db, t, err)
+			}
+		}
+	}
+	for _, s := range []string{sampleSchema, wideName} {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+s+"; SET search_path = "+s); err != nil {
+			return nil, nil, nil, err
+		}
+		if s == sampleSchema {
+			err = sampledb.Load(ctx, conn, sampledb.Small)
+		} else {
+			err = sampledb.WideSchema(ctx, conn, wideTables, wideCols)
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s schema: %w", s, err)
+		}
+	}
+	path := slices.Clone(load)
+	for _, cp := range copies {
+		path = append(path, cp.schema)
+	}
+	path = append(path, sampleSchema, wideName)
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		return nil, nil, nil, err
+	}
+	opts.Introspect.Schemas = path
+	snap, err := catalog.Build(ctx, conn, name, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return snap, qs, path, nil
+}
+
+// copySchema creates schema with copies of tables (their first copyColumns
+// columns, with comments and rows).
+func copySchema(ctx context.Context, conn *pgx.Conn, schema string, tables [][3]string) error {
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return err
+	}
+	for _, t := range tables {
+		rows, err := conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), col_description(a.attrelid, a.attnum)
+			FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum LIMIT $2`,
+			pgx.Identifier{t[0], t[1]}.Sanitize(), copyColumns)
+		if err != nil {
+			return err
+		}
+		var cols, defs, comments []string
+		for rows.Next() {
+			var n, typ string
+			var cm *string
+			if err := rows.Scan(&n, &typ, &cm); err != nil {
+				return err
+			}
+			id := pgx.Identifier{n}.Sanitize()
+			cols = append(cols, id)
+			defs = append(defs, id+" "+typ)
+			if cm != nil {
+				comments = append(comments, id+"\x00"+*cm)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		dst := pgx.Identifier{schema, t[2]}.Sanitize()
+		src := pgx.Identifier{t[0], t[1]}.Sanitize()
+		sql := fmt.Sprintf("CREATE TABLE %s (%s); INSERT INTO %s SELECT %s FROM %s;", dst, strings.Join(defs, ", "), dst, strings.Join(cols, ", "), src)
+		for _, cm := range comments {
+			col, text, _ := strings.Cut(cm, "\x00")
+			sql += fmt.Sprintf("COMMENT ON COLUMN %s.%s IS '%s';", dst, col, strings.ReplaceAll(text, "'", "''"))
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("copy %s.%s: %w", t[0], t[1], err)
+		}
+	}
+	return nil
+}
+
+func tablesOf(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY 1", schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// questionsFor returns the answerable questions of the databases in only
+// (all when empty) and those databases in first-question order.
+func questionsFor(ds *dataset.Dataset, only []string) ([]dataset.Question, []string) {
+	var qs []dataset.Question
+	var dbs []string
+	for _, q := range ds.Questions {
+		if q.Unanswerable || (len(only) > 0 && !contains(only, q.DB)) {
+			continue
+		}
+		if !slices.Contains(dbs, q.DB) {
+			dbs = append(dbs, q.DB)
+		}
+		qs = append(qs, q)
+	}
+	return qs, dbs
+}
