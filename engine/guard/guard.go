@@ -377,22 +377,7 @@ func (w *walker) walk(m protoreflect.Message) error {
 			return err
 		}
 	}
-	var err error
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Message() == nil || fd.IsMap() {
-			return true
-		}
-		if fd.IsList() {
-			l := v.List()
-			for i := 0; i < l.Len() && err == nil; i++ {
-				err = w.walk(l.Get(i).Message())
-			}
-		} else {
-			err = w.walk(v.Message())
-		}
-		return err == nil
-	})
-	return err
+	return eachChild(m, w.walk)
 }
 
 func (w *walker) visit(m protoreflect.Message) error {
@@ -506,6 +491,27 @@ func operatorName(name []*pg_query.Node, loc int) error {
 		return &RejectError{Reason: "operator " + strings.Join(parts, ".") + " is not a built-in operator", Code: CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	return nil
+}
+
+// eachChild calls fn on every message directly inside m, in field order,
+// and stops at the first error.
+func eachChild(m protoreflect.Message, fn func(protoreflect.Message) error) error {
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len() && err == nil; i++ {
+				err = fn(l.Get(i).Message())
+			}
+		} else {
+			err = fn(v.Message())
+		}
+		return err == nil
+	})
+	return err
 }
 
 // pos returns the 1-based position of a node that carries a location.

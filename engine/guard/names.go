@@ -139,16 +139,12 @@ func qualifyNames(c *Checked, opts *Options) error {
 	refs := cteRefs(c.tree.ProtoReflect())
 	names := opts.Names
 	var tables []tableAt
-	var err error
-	var walk func(m protoreflect.Message)
-	walk = func(m protoreflect.Message) {
-		if err != nil {
-			return
-		}
+	var walk func(m protoreflect.Message) error
+	walk = func(m protoreflect.Message) error {
 		switch n := m.Interface().(type) {
 		case *pg_query.RangeVar:
 			if refs[n] {
-				return
+				return nil
 			}
 			if n.GetSchemaname() == "" {
 				schema := ""
@@ -160,9 +156,8 @@ func qualifyNames(c *Checked, opts *Options) error {
 				}
 				n.Schemaname = schema
 			}
-			if e := unsafeName(names, n.GetSchemaname(), n.GetRelname(), "relation", int(n.GetLocation())); e != nil {
-				err = e
-				return
+			if err := unsafeName(names, n.GetSchemaname(), n.GetRelname(), "relation", int(n.GetLocation())); err != nil {
+				return err
 			}
 			tables = append(tables, tableAt{TableRef{Schema: n.GetSchemaname(), Name: n.GetRelname(), Alias: n.GetAlias().GetAliasname()}, n.GetLocation()})
 		case *pg_query.TypeName:
@@ -179,29 +174,14 @@ func qualifyNames(c *Checked, opts *Options) error {
 				parts = append([]string{schema}, parts...)
 			}
 			if len(parts) >= 2 {
-				if e := unsafeName(names, parts[len(parts)-2], parts[len(parts)-1], "type", int(n.GetLocation())); e != nil {
-					err = e
-					return
+				if err := unsafeName(names, parts[len(parts)-2], parts[len(parts)-1], "type", int(n.GetLocation())); err != nil {
+					return err
 				}
 			}
 		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd.Message() == nil || fd.IsMap() {
-				return true
-			}
-			if fd.IsList() {
-				l := v.List()
-				for i := 0; i < l.Len() && err == nil; i++ {
-					walk(l.Get(i).Message())
-				}
-			} else {
-				walk(v.Message())
-			}
-			return err == nil
-		})
+		return eachChild(m, walk)
 	}
-	walk(c.tree.ProtoReflect())
-	if err != nil {
+	if err := walk(c.tree.ProtoReflect()); err != nil {
 		return err
 	}
 	// The sealed statement's tables are the relations it reads, qualified.

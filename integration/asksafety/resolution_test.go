@@ -133,19 +133,7 @@ func TestResolutionIsPinned(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := f.cluster.CreateRole(ctx, mallory, mallory+"-secret", false); err != nil {
-		t.Fatal(err)
-	}
-	db := "resolve_" + randomSuffix(t)
-	if err := f.cluster.CreateDatabase(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.cluster.Exec(ctx, db, fmt.Sprintf(resolutionDDL, db)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.cats.Get(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := f.malloryDatabase(t, "resolve")
 	admin, err := f.cluster.Connect(ctx, db)
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +225,28 @@ func TestResolutionIsPinned(t *testing.T) {
 	}
 }
 
+// malloryDatabase makes the role mallory and a database of resolutionDDL
+// named after prefix, with its catalog loaded.
+func (f *fixture) malloryDatabase(t *testing.T, prefix string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := f.cluster.CreateRole(ctx, mallory, mallory+"-secret", false); err != nil {
+		t.Fatal(err)
+	}
+	db := prefix + "_" + randomSuffix(t)
+	if err := f.cluster.CreateDatabase(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.cluster.Exec(ctx, db, fmt.Sprintf(resolutionDDL, db)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cats.Get(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // askRows runs an ask and returns the first column of its rows, joined.
 func askRows(ctx context.Context, conn *pgx.Conn, mode pgx.QueryExecMode, sql string) (string, error) {
 	rows, err := conn.Query(ctx, sql, mode)
@@ -278,19 +288,7 @@ func TestPrivilegeChangeTakesEffect(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := f.cluster.CreateRole(ctx, mallory, mallory+"-secret", false); err != nil {
-		t.Fatal(err)
-	}
-	db := "privs_" + randomSuffix(t)
-	if err := f.cluster.CreateDatabase(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.cluster.Exec(ctx, db, fmt.Sprintf(resolutionDDL, db)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.cats.Get(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	db := f.malloryDatabase(t, "privs")
 	f.fake.SetRules(
 		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["ledger", "motto"], "entities": ["zanzibar columsecret"]}`},
 		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT id FROM ledger WHERE id = 1")},
