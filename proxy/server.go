@@ -65,6 +65,10 @@ type Server struct {
 	// its answer (or error) is settled, on the asking session's goroutine:
 	// it must not block for long (audit log, metrics, admin page).
 	OnAsk func(*AskRecord)
+	// GoroutineRelay relays every session with two goroutines on Go's
+	// netpoller; by default (Linux) plaintext sessions without idle
+	// timeouts are relayed by event loops (evloop_linux.go) until an ask.
+	GoroutineRelay bool
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -76,6 +80,7 @@ type Server struct {
 	shutdown  bool
 	wg        sync.WaitGroup
 	ended     metrics.RelayTotals // totals of sessions that have ended
+	evloops   eventLoops
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
 }

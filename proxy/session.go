@@ -88,6 +88,10 @@ type session struct {
 
 	closeOnce sync.Once
 
+	// loopDrain, set while an event loop relays the session, asks the loop
+	// to end it if idle (Shutdown); the loop owns the sockets meanwhile.
+	loopDrain func()
+
 	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
 
 	// Messages relayed, for metrics: each loop counts in a local and
@@ -142,6 +146,9 @@ func (s *session) run() {
 	}
 	s.auditReady()
 	defer s.auditEnd()
+	if !s.loopRelay() {
+		return
+	}
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -161,6 +168,7 @@ func (s *session) close() {
 		s.closing = true
 		s.cond.Broadcast()
 		up, key, acquired := s.upConn, s.key, s.acquired
+		client := s.traffic.Conn // the event loop may swap it (afterLoop)
 		s.mu.Unlock()
 		s.cancel()
 		if up != nil {
@@ -168,7 +176,7 @@ func (s *session) close() {
 			_, _ = io.WriteString(up, terminateMsg)
 			up.Close()
 		}
-		s.client.Close()
+		client.Close()
 		if key != "" {
 			s.srv.unregisterKey(key)
 		}
@@ -214,6 +222,11 @@ func (s *session) drain() {
 		return
 	}
 	s.draining = true
+	if f := s.loopDrain; f != nil {
+		s.mu.Unlock()
+		f()
+		return
+	}
 	idle := s.ready && s.unitsDone == s.unitsSent && s.txStatus == 'I' && !s.translating
 	s.mu.Unlock()
 	if idle {

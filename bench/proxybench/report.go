@@ -12,6 +12,7 @@ const (
 	targetDirect        = "direct"
 	targetPgbouncer     = "pgbouncer"
 	targetPgpool        = "pgpool"
+	targetOdyssey       = "odyssey"
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
 	targetNlproxyAlt    = "nlproxy-alt"

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// The modern poolers run as extra targets when their binaries are here; none
+// is packaged for Debian, so they are built from their public sources
+// outside the repository and named with -odyssey (or $ODYSSEY_BIN). A peer
+// target whose binary is missing is left out of the run with a note.
+
+// peerBin resolves a peer's binary: the flag, else the environment
+// variable, else the name on PATH; "" if none is found.
+func peerBin(flagVal, env, name string) string {
+	for _, c := range []string{flagVal, os.Getenv(env)} {
+		if c != "" {
+			if _, err := os.Stat(c); err == nil {
+				return c
+			}
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return ""
+}
+
+// odysseyConf renders an Odyssey config: session pooling, no client
+// authentication (as PgBouncer's trust), one worker thread like PgBouncer's
+// single loop, logging off.
+func odysseyConf(dir string, listenPort int, upHost string, upPort, poolSize int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "daemonize no\nunix_socket_dir %q\nlocks_dir %q\n", dir, dir)
+	fmt.Fprintf(&b, "log_to_stdout yes\nlog_debug no\nlog_config no\nlog_session no\nlog_query no\nlog_stats no\n")
+	fmt.Fprintf(&b, "workers 1\nresolvers 1\nnodelay yes\nreadahead 8192\ncache_coroutine 0\ncoroutine_stack_size 16\n")
+	fmt.Fprintf(&b, "listen {\n\thost \"127.0.0.1\"\n\tport %d\n\tbacklog 128\n\ttls \"disable\"\n}\n", listenPort)
+	fmt.Fprintf(&b, "storage \"pg\" {\n\ttype \"remote\"\n\thost %q\n\tport %d\n}\n", upHost, upPort)
+	fmt.Fprintf(&b, "database default {\n\tuser default {\n\t\tauthentication \"none\"\n\t\tstorage \"pg\"\n")
+	fmt.Fprintf(&b, "\t\tpool \"session\"\n\t\tpool_size %d\n\t\tpool_discard no\n\t\tpool_reserve_prepared_statement no\n\t}\n}\n", poolSize)
+	return b.String()
+}
+
+func startOdyssey(ctx context.Context, bin, upHost string, upPort, poolSize int) (_ *proc, _ int, err error) {
+	dir, err := os.MkdirTemp("", "proxybench-odyssey-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("odyssey dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	conf := filepath.Join(dir, "odyssey.conf")
+	if err := os.WriteFile(conf, []byte(odysseyConf(dir, port, upHost, upPort, poolSize)), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("odyssey conf: %w", err)
+	}
+	p, err := startProc(ctx, "odyssey", filepath.Join(dir, "odyssey.out"), nil, nil, bin, conf)
+	if err != nil {
+		return nil, 0, err
+	}
+	p.tmpDir = dir
+	return p, port, nil
+}
