@@ -35,8 +35,8 @@ func peerBin(flagVal, env, name string) string {
 // single loop, logging off.
 func odysseyConf(dir string, listenPort int, upHost string, upPort, poolSize int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "daemonize no\nunix_socket_dir %q\nlocks_dir %q\n", dir, dir)
-	fmt.Fprintf(&b, "log_to_stdout yes\nlog_debug no\nlog_config no\nlog_session no\nlog_query no\nlog_stats no\n")
+	fmt.Fprintf(&b, "daemonize no\nunix_socket_dir %q\nunix_socket_mode \"0644\"\nlocks_dir %q\n", dir, dir)
+	fmt.Fprintf(&b, "log_format \"%%p %%t %%l [%%i %%s] (%%c) %%m\\n\"\nlog_to_stdout yes\nlog_debug no\nlog_config no\nlog_session no\nlog_query no\nlog_stats no\n")
 	fmt.Fprintf(&b, "workers 1\nresolvers 1\nnodelay yes\nreadahead 8192\ncache_coroutine 0\ncoroutine_stack_size 16\n")
 	fmt.Fprintf(&b, "listen {\n\thost \"127.0.0.1\"\n\tport %d\n\tbacklog 128\n\ttls \"disable\"\n}\n", listenPort)
 	fmt.Fprintf(&b, "storage \"pg\" {\n\ttype \"remote\"\n\thost %q\n\tport %d\n}\n", upHost, upPort)
