@@ -769,13 +769,13 @@ func (s *session) afterLoop(res loopResult) bool {
 	up, uerr := fdConn(ls.ufd)
 	s.mu.Lock()
 	s.loopDrain = nil
-	closing := s.closing
-	if cerr == nil && uerr == nil {
-		s.traffic.Conn, s.upConn = client, up
+	gone := s.connsClosed
+	if cerr == nil && uerr == nil && !gone {
+		s.traffic.Conn, s.upConn = client, up // close closes these from now on
 	}
 	s.mu.Unlock()
-	if cerr != nil || uerr != nil || closing {
-		// close has run and found only the loop's originals: close these.
+	if cerr != nil || uerr != nil || gone {
+		// close has run and found only the originals: close these.
 		if up != nil {
 			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			_, _ = io.WriteString(up, terminateMsg)

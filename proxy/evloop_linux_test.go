@@ -134,3 +134,31 @@ func TestRelayPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestStatementBeforeTerminate: a client that sends a statement and its
+// Terminate in one write (without waiting for the reply) still has the
+// statement run, whichever relay reads them.
+func TestStatementBeforeTerminate(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	table := fmt.Sprintf("term_%d", time.Now().UnixNano())
+	direct := connectDirect(t, trustPG)
+	if _, err := direct.Exec(ctx, "CREATE TABLE "+table+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE "+table) })
+	for i, goroutines := range []bool{false, true} {
+		_, addr := trustServer(t, &Server{GoroutineRelay: goroutines})
+		c := connect(t, trustURL(addr))
+		msg := queryMsg(fmt.Sprintf("INSERT INTO %s VALUES (%d)", table, i))
+		if _, err := c.PgConn().Conn().Write(append(msg, terminateMsg...)); err != nil {
+			t.Fatal(err)
+		}
+		waitServerClose(t, c)
+		waitFor(t, "the insert", func() bool {
+			var n int
+			err := direct.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE id = %d", table, i)).Scan(&n)
+			return err == nil && n == 1
+		})
+	}
+}

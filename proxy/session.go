@@ -91,6 +91,8 @@ type session struct {
 	// loopDrain, set while an event loop relays the session, asks the loop
 	// to end it if idle (Shutdown); the loop owns the sockets meanwhile.
 	loopDrain func()
+	// connsClosed: close has closed the connections it found (under mu).
+	connsClosed bool
 
 	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
 
@@ -166,6 +168,7 @@ func (s *session) close() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
+		s.connsClosed = true
 		s.cond.Broadcast()
 		up, key, acquired := s.upConn, s.key, s.acquired
 		client := s.traffic.Conn // the event loop may swap it (afterLoop)
