@@ -41,6 +41,7 @@ type options struct {
 	altArgs     []string
 	altBin      string
 	odyssey     string
+	pgcat       string
 	build       bool
 	pgbouncer   string
 	pgpool      string
@@ -80,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	altArgs := fs.String("nlproxy-alt-args", "", "arguments for target nlproxy-alt, a second nlproxy to compare with (e.g. \"--no-engine GOMAXPROCS=1\")")
 	fs.StringVar(&o.altBin, "nlproxy-alt-bin", "", "binary for target nlproxy-alt (default: -nlproxy), e.g. a build of another commit for a before/after run")
 	fs.StringVar(&o.odyssey, "odyssey", "", "Odyssey binary for target odyssey (default: $ODYSSEY_BIN, else odyssey on PATH); the target is skipped when none is found")
+	fs.StringVar(&o.pgcat, "pgcat", "", "PgCat binary for target pgcat (default: $PGCAT_BIN, else pgcat on PATH); the target is skipped when none is found")
 	clients := fs.String("clients", "", "pgbench client counts, e.g. 1,8,32: each with -M simple and -M prepared, -j min(clients, 2) (default: 1,16)")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
@@ -108,8 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				fmt.Fprintln(stderr, "proxybench: no Odyssey binary (-odyssey, $ODYSSEY_BIN or PATH): target odyssey left out")
 				continue
 			}
+		case targetPgcat:
+			if o.pgcat = peerBin(o.pgcat, "PGCAT_BIN", "pgcat"); o.pgcat == "" {
+				fmt.Fprintln(stderr, "proxybench: no PgCat binary (-pgcat, $PGCAT_BIN or PATH): target pgcat left out")
+				continue
+			}
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, nlproxy, nlproxy-engine, nlproxy-alt)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, pgcat, nlproxy, nlproxy-engine, nlproxy-alt)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -238,6 +245,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				pool = max(pool, c.Clients+8)
 			}
 			p, port, err := startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
+		case targetPgcat:
+			pool := 40
+			for _, c := range o.configs {
+				pool = max(pool, c.Clients+8)
+			}
+			p, port, err := startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
 			if err != nil {
 				return err
 			}

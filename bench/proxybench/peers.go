@@ -11,8 +11,9 @@ import (
 
 // The modern poolers run as extra targets when their binaries are here; none
 // is packaged for Debian, so they are built from their public sources
-// outside the repository and named with -odyssey (or $ODYSSEY_BIN). A peer
-// target whose binary is missing is left out of the run with a note.
+// outside the repository and named with -odyssey / -pgcat (or $ODYSSEY_BIN,
+// $PGCAT_BIN). A peer target whose binary is missing is left out of the run
+// with a note.
 
 // peerBin resolves a peer's binary: the flag, else the environment
 // variable, else the name on PATH; "" if none is found.
@@ -64,6 +65,46 @@ func startOdyssey(ctx context.Context, bin, upHost string, upPort, poolSize int)
 		return nil, 0, fmt.Errorf("odyssey conf: %w", err)
 	}
 	p, err := startProc(ctx, "odyssey", filepath.Join(dir, "odyssey.out"), nil, nil, bin, conf)
+	if err != nil {
+		return nil, 0, err
+	}
+	p.tmpDir = dir
+	return p, port, nil
+}
+
+// pgcatConf renders a PgCat config: session pooling, one shard, the
+// benchmark's user with trust authentication (as PgBouncer's), one worker
+// thread like the others' single loop.
+func pgcatConf(listenPort int, upHost string, upPort int, user, db string, poolSize int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[general]\nhost = \"127.0.0.1\"\nport = %d\nworker_threads = 1\n", listenPort)
+	fmt.Fprintf(&b, "admin_username = \"proxybench\"\nadmin_password = \"proxybench\"\n")
+	fmt.Fprintf(&b, "log_client_connections = false\nlog_client_disconnections = false\n")
+	fmt.Fprintf(&b, "\n[pools.%s]\npool_mode = \"session\"\n", db)
+	fmt.Fprintf(&b, "\n[pools.%s.users.0]\nusername = %q\npassword = \"\"\nauth_type = \"trust\"\npool_size = %d\n", db, user, poolSize)
+	fmt.Fprintf(&b, "\n[pools.%s.shards.0]\nservers = [[%q, %d, \"primary\"]]\ndatabase = %q\n", db, upHost, upPort, db)
+	return b.String()
+}
+
+func startPgcat(ctx context.Context, bin, upHost string, upPort int, user, db string, poolSize int) (_ *proc, _ int, err error) {
+	dir, err := os.MkdirTemp("", "proxybench-pgcat-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgcat dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	conf := filepath.Join(dir, "pgcat.toml")
+	if err := os.WriteFile(conf, []byte(pgcatConf(port, upHost, upPort, user, db, poolSize)), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("pgcat conf: %w", err)
+	}
+	p, err := startProc(ctx, "pgcat", filepath.Join(dir, "pgcat.out"), nil, []string{"RUST_LOG=warn"}, bin, conf)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -13,6 +13,7 @@ const (
 	targetPgbouncer     = "pgbouncer"
 	targetPgpool        = "pgpool"
 	targetOdyssey       = "odyssey"
+	targetPgcat         = "pgcat"
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
 	targetNlproxyAlt    = "nlproxy-alt"
