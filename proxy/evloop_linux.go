@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,6 +108,7 @@ type eventLoop struct {
 	srv        *Server
 	idx        int
 	epfd, evfd int
+	sessions   int // assigned and not yet finished (under srv.mu)
 
 	mu      sync.Mutex
 	reqs    []loopReq
@@ -117,12 +119,11 @@ type eventLoop struct {
 	stopping bool
 }
 
-// eventLoops is the Server's set of relay threads.
+// eventLoops is the Server's set of relay threads (under Server.mu).
 type eventLoops struct {
-	loops    []*eventLoop
-	sessions []int // per loop, sessions assigned and not yet finished
-	next     int
-	bufs     sync.Pool
+	loops []*eventLoop
+	next  int
+	bufs  sync.Pool
 }
 
 func newEventLoop(srv *Server, idx int) (*eventLoop, error) {
@@ -155,7 +156,6 @@ func (srv *Server) loopAcquire() (*eventLoop, error) {
 	n := max(1, runtime.GOMAXPROCS(0)/2)
 	for len(el.loops) < n {
 		el.loops = append(el.loops, nil)
-		el.sessions = append(el.sessions, 0)
 	}
 	i := el.next % n
 	el.next++
@@ -168,7 +168,7 @@ func (srv *Server) loopAcquire() (*eventLoop, error) {
 		el.loops[i] = l
 		go l.run()
 	}
-	el.sessions[i]++
+	l.sessions++
 	return l, nil
 }
 
@@ -177,13 +177,19 @@ func (srv *Server) loopAcquire() (*eventLoop, error) {
 func (srv *Server) loopRelease(l *eventLoop) bool {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
-	el := &srv.evloops
-	el.sessions[l.idx]--
-	if el.sessions[l.idx] > 0 {
+	l.sessions--
+	if l.sessions > 0 {
 		return false
 	}
-	el.loops[l.idx] = nil
+	srv.loopForgetLocked(l)
 	return true
+}
+
+// loopForgetLocked makes the next session start a new loop in l's place.
+func (srv *Server) loopForgetLocked(l *eventLoop) {
+	if el := &srv.evloops; l.idx < len(el.loops) && el.loops[l.idx] == l {
+		el.loops[l.idx] = nil
+	}
 }
 
 func (srv *Server) loopBuf() []byte {
@@ -229,7 +235,10 @@ func (l *eventLoop) run() {
 				continue
 			}
 			// Cannot happen with valid arguments; give every session back.
-			l.srv.logger().Error("proxy: event loop: epoll_wait failed, sessions go back to the goroutine relay")
+			l.srv.logger().Error("proxy: event loop: epoll_wait failed, sessions go back to the goroutine relay", zap.Error(err))
+			l.srv.mu.Lock()
+			l.srv.loopForgetLocked(l)
+			l.srv.mu.Unlock()
 			for _, ls := range l.byFd {
 				if ls != nil && !ls.finished {
 					l.finish(ls, loopHandoff, nil)
@@ -264,7 +273,7 @@ func (l *eventLoop) run() {
 	l.reqs = nil
 	l.mu.Unlock()
 	for _, r := range rest {
-		if r.op == opAdd { // cannot happen: an added session keeps the loop alive
+		if r.op == opAdd { // only after epoll_wait failed: an added session keeps the loop alive
 			r.ls.done <- loopResult{kind: loopHandoff, ls: r.ls}
 		}
 	}
@@ -746,7 +755,9 @@ func (s *session) loopRelay() bool {
 	// Off Go's netpoller: the loop's duplicates keep the sockets open.
 	_ = client.Close()
 	_ = up.Close()
-	l.post(loopReq{ls, opAdd})
+	if !l.post(loopReq{ls, opAdd}) { // the loop failed meanwhile
+		return s.afterLoop(loopResult{kind: loopHandoff, ls: ls})
+	}
 	var res loopResult
 	select {
 	case res = <-ls.done:

@@ -18,8 +18,10 @@ func loopSessions(srv *Server) int {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	n := 0
-	for _, k := range srv.evloops.sessions {
-		n += k
+	for _, l := range srv.evloops.loops {
+		if l != nil {
+			n += l.sessions
+		}
 	}
 	return n
 }

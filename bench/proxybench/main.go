@@ -42,6 +42,7 @@ type options struct {
 	altBin      string
 	odyssey     string
 	pgcat       string
+	percentiles bool
 	build       bool
 	pgbouncer   string
 	pgpool      string
@@ -82,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.altBin, "nlproxy-alt-bin", "", "binary for target nlproxy-alt (default: -nlproxy), e.g. a build of another commit for a before/after run")
 	fs.StringVar(&o.odyssey, "odyssey", "", "Odyssey binary for target odyssey (default: $ODYSSEY_BIN, else odyssey on PATH); the target is skipped when none is found")
 	fs.StringVar(&o.pgcat, "pgcat", "", "PgCat binary for target pgcat (default: $PGCAT_BIN, else pgcat on PATH); the target is skipped when none is found")
+	fs.BoolVar(&o.percentiles, "percentiles", false, "log every transaction (pgbench -l) and report latency p50 and p99")
 	clients := fs.String("clients", "", "pgbench client counts, e.g. 1,8,32: each with -M simple and -M prepared, -j min(clients, 2) (default: 1,16)")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
@@ -201,6 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	if o.percentiles {
+		pb.logDir = tmp
+	}
 	logf("pgbench -i -s %d", o.scale)
 	if err := pb.Init(ctx, cluster.Host, cluster.Port, o.scale); err != nil {
 		return err

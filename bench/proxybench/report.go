@@ -23,6 +23,8 @@ const (
 type TargetStats struct {
 	TPS       float64         `json:"tps"`
 	LatencyMS float64         `json:"latency_ms"`
+	P50MS     float64         `json:"latency_p50_ms,omitempty"`
+	P99MS     float64         `json:"latency_p99_ms,omitempty"`
 	CPUus     float64         `json:"proxy_cpu_us_per_txn,omitempty"`
 	Switches  float64         `json:"proxy_ctx_switches_per_txn,omitempty"`
 	Syscalls  float64         `json:"proxy_syscalls_per_txn,omitempty"`
@@ -57,6 +59,8 @@ func (s *TargetStats) summarize() {
 	}
 	s.TPS = figure("tps", func(r PgbenchResult) float64 { return r.TPS })
 	s.LatencyMS = figure("latency_ms", func(r PgbenchResult) float64 { return r.LatencyMS })
+	s.P50MS = figure("p50_ms", func(r PgbenchResult) float64 { return r.P50MS })
+	s.P99MS = figure("p99_ms", func(r PgbenchResult) float64 { return r.P99MS })
 	s.CPUus = figure("cpu_us", func(r PgbenchResult) float64 { return r.CPUus })
 	s.Switches = figure("switches", func(r PgbenchResult) float64 { return r.Switches })
 	s.Syscalls = figure("syscalls", func(r PgbenchResult) float64 { return r.Syscalls })
@@ -210,6 +214,39 @@ func (r *Report) proxies() []string {
 	return ps
 }
 
+// percentileRows renders latency p50 and p99 (medians over the runs) when
+// pgbench logged every transaction (-percentiles).
+func (r *Report) percentileRows() [][]string {
+	have := false
+	for _, c := range r.Configs {
+		for _, s := range c.Targets {
+			if s.ok() && s.P50MS > 0 {
+				have = true
+			}
+		}
+	}
+	if !have {
+		return nil
+	}
+	header := []string{"config"}
+	for _, t := range r.Targets {
+		header = append(header, t+" p50 ms", t+" p99 ms")
+	}
+	out := [][]string{header}
+	for _, c := range r.Configs {
+		row := []string{c.Name}
+		for _, t := range r.Targets {
+			if s := c.Targets[t]; s.ok() {
+				row = append(row, fmt.Sprintf("%.3f", s.P50MS), fmt.Sprintf("%.3f", s.P99MS))
+			} else {
+				row = append(row, "ERR", "ERR")
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
 // useRows renders the per-transaction proxy use: CPU µs median (min–max),
 // context switches and, when counted, system calls.
 func (r *Report) useRows() [][]string {
@@ -309,7 +346,7 @@ func (r *Report) streamLines() []string {
 
 // WriteText prints the aligned tables, the large-result lines and the checks.
 func (r *Report) WriteText(w io.Writer) {
-	for _, table := range [][][]string{r.rows(), r.useRows()} {
+	for _, table := range [][][]string{r.rows(), r.percentileRows(), r.useRows()} {
 		if len(table) == 0 {
 			continue
 		}
@@ -340,7 +377,7 @@ func (r *Report) WriteText(w io.Writer) {
 
 // WriteMarkdown prints the same results as Markdown tables for the README.
 func (r *Report) WriteMarkdown(w io.Writer) {
-	for _, table := range [][][]string{r.rows(), r.useRows()} {
+	for _, table := range [][][]string{r.rows(), r.percentileRows(), r.useRows()} {
 		for i, row := range table {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 			if i == 0 {
