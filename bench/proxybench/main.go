@@ -320,6 +320,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	for _, t := range []string{targetNlproxyAlt, targetNlproxyEngine} {
+		if ep, ok := eps[t]; ok {
+			if hwm, err := procStatusKB(ep.proc.Pid(), "VmHWM"); err == nil {
+				rep.OtherHWM = append(rep.OtherHWM, TargetHWM{t, hwm})
+			}
+		}
+	}
 	if p := nlproxyProc; p != nil {
 		if hwm, err := procStatusKB(p.Pid(), "VmHWM"); err == nil && hwm > rep.NlproxyHWM {
 			rep.NlproxyHWM = hwm

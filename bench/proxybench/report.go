@@ -112,6 +112,7 @@ type Report struct {
 	Stream        map[string]*StreamStats `json:"stream"`
 	NlproxyMaxRSS int64                   `json:"nlproxy_max_rss_kb"` // highest VmRSS sampled during streaming
 	NlproxyHWM    int64                   `json:"nlproxy_vmhwm_kb"`   // VmHWM: peak RSS over the process's life
+	OtherHWM      []TargetHWM             `json:"other_vmhwm,omitempty"`
 	Checks        []Check                 `json:"checks"`
 }
 
@@ -341,7 +342,17 @@ func (r *Report) streamLines() []string {
 		lines = append(lines, fmt.Sprintf("nlproxy memory: peak VmRSS while streaming %.1f MB, VmHWM (lifetime peak RSS) %.1f MB",
 			float64(r.NlproxyMaxRSS)/1024, float64(r.NlproxyHWM)/1024))
 	}
+	for _, h := range r.OtherHWM {
+		lines = append(lines, fmt.Sprintf("%s memory: VmHWM (lifetime peak RSS) %.1f MB", h.Target, float64(h.KB)/1024))
+	}
 	return lines
+}
+
+// TargetHWM is the lifetime peak RSS of another nlproxy target (the same
+// workload, e.g. a before/after pair).
+type TargetHWM struct {
+	Target string `json:"target"`
+	KB     int64  `json:"vmhwm_kb"`
 }
 
 // WriteText prints the aligned tables, the large-result lines and the checks.
