@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -748,6 +749,10 @@ func (s *session) loopRelay() bool {
 	// What the handshake's readers hold already.
 	ls.c.w, _ = s.cr.Read(ls.c.buf[:s.cr.Buffered()])
 	ls.u.w, _ = s.ur.Read(ls.u.buf[:s.ur.Buffered()])
+	// The goroutine relay's read buffers and upstream writer sit unused
+	// while the loop relays: let them go (afterLoop makes what is needed
+	// again). cw stays: sendClient (drain) may use it under cwMu.
+	s.cr, s.ur, s.uw = nil, nil, nil
 
 	s.mu.Lock()
 	s.loopDrain = func() { l.post(loopReq{ls, opDrain}) }
@@ -803,19 +808,25 @@ func (s *session) afterLoop(res loopResult) bool {
 	if tc, ok := client.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	// Unparsed bytes are read again by the goroutine relay's readers.
-	s.cr.Reset(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client))
-	s.cw.Reset(s.client)
-	s.ur.Reset(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up))
-	s.uw.w = up
+	if res.kind == loopHandoff {
+		// Unparsed bytes are read again by the goroutine relay's readers.
+		s.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
+		s.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
+		s.uw = newOutBuf(up, bufSize)
+	} else {
+		s.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
+	}
 	_, werr := s.uw.Write(ls.c.buf[ls.c.r:ls.c.p])
 	if werr == nil {
 		werr = s.uw.Flush()
 	}
+	s.cwMu.Lock()
+	s.cw.Reset(s.client)
 	_, cwerr := s.cw.Write(ls.u.buf[ls.u.r:ls.u.p])
 	if cwerr == nil {
 		cwerr = s.cw.Flush()
 	}
+	s.cwMu.Unlock()
 	switch res.kind {
 	case loopHandoff:
 		if werr != nil || cwerr != nil {
