@@ -24,6 +24,10 @@ const (
 	defaultHandshakeTimeout = 30 * time.Second
 	defaultMaxMessageSize   = 64 << 20
 	bufSize                 = 64 << 10
+	// handshakeBufSize sizes the read buffers and upstream writer during the
+	// handshake; growBuffers takes them to bufSize when the goroutine relay
+	// starts (a session the event loop relays never needs them larger).
+	handshakeBufSize = 8 << 10
 )
 
 // Server is a PostgreSQL relay, configured by its fields like net/http.Server.

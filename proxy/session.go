@@ -115,7 +115,7 @@ func newSession(srv *Server, conn net.Conn) *session {
 		log:        srv.logger().With(zap.String("client", addr)),
 		maxMsg:     srv.maxMessageSize(),
 		client:     cc,
-		cr:         bufio.NewReaderSize(cc, bufSize),
+		cr:         bufio.NewReaderSize(cc, handshakeBufSize),
 		cw:         bufio.NewWriterSize(cc, bufSize),
 		local:      local,
 		clientAddr: addr,
@@ -151,6 +151,7 @@ func (s *session) run() {
 	if !s.loopRelay() {
 		return
 	}
+	s.growBuffers()
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -161,6 +162,21 @@ func (s *session) run() {
 	}
 	s.close()
 	<-serverDone
+}
+
+// growBuffers gives the goroutine relay full-size buffers. A reader wraps the
+// handshake's (which holds what is already read; with its buffer empty it
+// reads straight into the outer one); the upstream writer is empty here.
+func (s *session) growBuffers() {
+	if s.cr.Size() < bufSize {
+		s.cr = bufio.NewReaderSize(s.cr, bufSize)
+	}
+	if s.ur.Size() < bufSize {
+		s.ur = bufio.NewReaderSize(s.ur, bufSize)
+	}
+	if cap(s.uw.buf) < bufSize && len(s.uw.buf) == 0 {
+		s.uw = newOutBuf(s.uw.w, bufSize)
+	}
 }
 
 // close tears down both sides once: Terminate upstream, close both sockets.
