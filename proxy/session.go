@@ -19,7 +19,9 @@ var errQuiet = errors.New("proxy: connection done")
 
 // session is one client connection and its upstream connection.
 //
-// Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
+// A plaintext session on Linux is first relayed by an event loop
+// (evloop_linux.go), which hands it to the goroutine relay on the first ask
+// or anything unusual. Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
 // and does all marker handling and executor queries; the server goroutine
 // (serverLoop) owns ur. Writes to the client go through cw under cwMu; the
 // server goroutine holds cwMu while it has buffered input and releases it
