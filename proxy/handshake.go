@@ -133,8 +133,8 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 		_ = tc.SetNoDelay(true)
 	}
 	_ = up.SetDeadline(deadline)
-	s.ur = bufio.NewReaderSize(up, bufSize)
-	s.uw = newOutBuf(up, bufSize)
+	s.ur = bufio.NewReaderSize(up, handshakeBufSize)
+	s.uw = newOutBuf(up, handshakeBufSize)
 
 	params := make([]param, 0, len(pkt.Params)+1)
 	for _, p := range pkt.Params {

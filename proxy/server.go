@@ -25,6 +25,10 @@ const (
 	defaultHandshakeTimeout = 30 * time.Second
 	defaultMaxMessageSize   = 64 << 20
 	bufSize                 = 64 << 10
+	// handshakeBufSize sizes the read buffers and upstream writer during the
+	// handshake; growBuffers takes them to bufSize when the goroutine relay
+	// starts (a session the event loop relays never needs them larger).
+	handshakeBufSize = 8 << 10
 )
 
 // Server is a PostgreSQL relay, configured by its fields like net/http.Server.
@@ -69,6 +73,10 @@ type Server struct {
 	// Redact is what every AskRecord given to OnAsk withholds
 	// (--audit-redact); its text fields are bounded whatever it says.
 	Redact redact.Policy
+	// GoroutineRelay relays every session with two goroutines on Go's
+	// netpoller; by default (Linux) plaintext sessions without idle
+	// timeouts are relayed by event loops (evloop_linux.go) until an ask.
+	GoroutineRelay bool
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -80,6 +88,7 @@ type Server struct {
 	shutdown  bool
 	wg        sync.WaitGroup
 	ended     metrics.RelayTotals // totals of sessions that have ended
+	evloops   eventLoops
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
 }

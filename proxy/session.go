@@ -19,7 +19,9 @@ var errQuiet = errors.New("proxy: connection done")
 
 // session is one client connection and its upstream connection.
 //
-// Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
+// A plaintext session on Linux is first relayed by an event loop
+// (evloop_linux.go), which hands it to the goroutine relay on the first ask
+// or anything unusual. Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
 // and does all marker handling and executor queries; the server goroutine
 // (serverLoop) owns ur. Writes to the client go through cw under cwMu; the
 // server goroutine holds cwMu while it has buffered input and releases it
@@ -88,6 +90,12 @@ type session struct {
 
 	closeOnce sync.Once
 
+	// loopDrain, set while an event loop relays the session, asks the loop
+	// to end it if idle (Shutdown); the loop owns the sockets meanwhile.
+	loopDrain func()
+	// connsClosed: close has closed the connections it found (under mu).
+	connsClosed bool
+
 	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
 
 	// Messages relayed, for metrics: each loop counts in a local and
@@ -109,7 +117,7 @@ func newSession(srv *Server, conn net.Conn) *session {
 		log:        srv.logger().With(zap.String("client", addr)),
 		maxMsg:     srv.maxMessageSize(),
 		client:     cc,
-		cr:         bufio.NewReaderSize(cc, bufSize),
+		cr:         bufio.NewReaderSize(cc, handshakeBufSize),
 		cw:         bufio.NewWriterSize(cc, bufSize),
 		local:      local,
 		clientAddr: addr,
@@ -142,6 +150,10 @@ func (s *session) run() {
 	}
 	s.auditReady()
 	defer s.auditEnd()
+	if !s.loopRelay() {
+		return
+	}
+	s.growBuffers()
 	serverDone := make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -154,13 +166,30 @@ func (s *session) run() {
 	<-serverDone
 }
 
+// growBuffers gives the goroutine relay full-size buffers. A reader wraps the
+// handshake's (which holds what is already read; with its buffer empty it
+// reads straight into the outer one); the upstream writer is empty here.
+func (s *session) growBuffers() {
+	if s.cr.Size() < bufSize {
+		s.cr = bufio.NewReaderSize(s.cr, bufSize)
+	}
+	if s.ur.Size() < bufSize {
+		s.ur = bufio.NewReaderSize(s.ur, bufSize)
+	}
+	if cap(s.uw.buf) < bufSize && len(s.uw.buf) == 0 {
+		s.uw = newOutBuf(s.uw.w, bufSize)
+	}
+}
+
 // close tears down both sides once: Terminate upstream, close both sockets.
 func (s *session) close() {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closing = true
+		s.connsClosed = true
 		s.cond.Broadcast()
 		up, key, acquired := s.upConn, s.key, s.acquired
+		client := s.traffic.Conn // the event loop may swap it (afterLoop)
 		s.mu.Unlock()
 		s.cancel()
 		if up != nil {
@@ -168,7 +197,7 @@ func (s *session) close() {
 			_, _ = io.WriteString(up, terminateMsg)
 			up.Close()
 		}
-		s.client.Close()
+		client.Close()
 		if key != "" {
 			s.srv.unregisterKey(key)
 		}
@@ -214,6 +243,11 @@ func (s *session) drain() {
 		return
 	}
 	s.draining = true
+	if f := s.loopDrain; f != nil {
+		s.mu.Unlock()
+		f()
+		return
+	}
 	idle := s.ready && s.unitsDone == s.unitsSent && s.txStatus == 'I' && !s.translating
 	s.mu.Unlock()
 	if idle {

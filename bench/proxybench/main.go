@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,10 @@ type options struct {
 	nlproxyBin  string
 	nlproxyArgs []string
 	altArgs     []string
+	altBin      string
+	odyssey     string
+	pgcat       string
+	percentiles bool
 	build       bool
 	pgbouncer   string
 	pgpool      string
@@ -75,6 +80,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
 	nlArgs := fs.String("nlproxy-args", "", "extra space-separated arguments for `nlproxy serve`; NAME=value words go to its environment")
 	altArgs := fs.String("nlproxy-alt-args", "", "arguments for target nlproxy-alt, a second nlproxy to compare with (e.g. \"--no-engine GOMAXPROCS=1\")")
+	fs.StringVar(&o.altBin, "nlproxy-alt-bin", "", "binary for target nlproxy-alt (default: -nlproxy), e.g. a build of another commit for a before/after run")
+	fs.StringVar(&o.odyssey, "odyssey", "", "Odyssey binary for target odyssey (default: $ODYSSEY_BIN, else odyssey on PATH); the target is skipped when none is found")
+	fs.StringVar(&o.pgcat, "pgcat", "", "PgCat binary for target pgcat (default: $PGCAT_BIN, else pgcat on PATH); the target is skipped when none is found")
+	fs.BoolVar(&o.percentiles, "percentiles", false, "log every transaction (pgbench -l) and report latency p50 and p99")
+	clients := fs.String("clients", "", "pgbench client counts, e.g. 1,8,32: each with -M simple and -M prepared, -j min(clients, 2) (default: 1,16)")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
 	fs.StringVar(&o.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
 	fs.StringVar(&o.pgpool, "pgpool", "/usr/sbin/pgpool", "pgpool-II binary")
@@ -97,8 +107,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		t = strings.TrimSpace(t)
 		switch t {
 		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
+		case targetOdyssey:
+			if o.odyssey = peerBin(o.odyssey, "ODYSSEY_BIN", "odyssey"); o.odyssey == "" {
+				fmt.Fprintln(stderr, "proxybench: no Odyssey binary (-odyssey, $ODYSSEY_BIN or PATH): target odyssey left out")
+				continue
+			}
+		case targetPgcat:
+			if o.pgcat = peerBin(o.pgcat, "PGCAT_BIN", "pgcat"); o.pgcat == "" {
+				fmt.Fprintln(stderr, "proxybench: no PgCat binary (-pgcat, $PGCAT_BIN or PATH): target pgcat left out")
+				continue
+			}
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, nlproxy, nlproxy-engine, nlproxy-alt)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, pgcat, nlproxy, nlproxy-engine, nlproxy-alt)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -107,8 +127,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.nlproxyArgs = strings.Fields(*nlArgs)
 	o.altArgs = strings.Fields(*altArgs)
+	if *clients != "" {
+		o.configs = nil
+		for _, f := range strings.Split(*clients, ",") {
+			c, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || c < 1 {
+				return o, fmt.Errorf("-clients: bad count %q", f)
+			}
+			for _, m := range []string{"simple", "prepared"} {
+				o.configs = append(o.configs, Config{Clients: c, Threads: min(c, 2), Mode: m})
+			}
+		}
+	}
 	if *quick {
-		o.configs = []Config{o.configs[0], o.configs[3]}
+		o.configs = []Config{o.configs[0], o.configs[len(o.configs)-1]}
 	}
 	return o, nil
 }
@@ -171,6 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	if o.percentiles {
+		pb.logDir = tmp
+	}
 	logf("pgbench -i -s %d", o.scale)
 	if err := pb.Init(ctx, cluster.Host, cluster.Port, o.scale); err != nil {
 		return err
@@ -209,15 +244,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			eps[t] = ep
+		case targetOdyssey:
+			pool := 40
+			for _, c := range o.configs {
+				pool = max(pool, c.Clients+8)
+			}
+			p, port, err := startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
+		case targetPgcat:
+			pool := 40
+			for _, c := range o.configs {
+				pool = max(pool, c.Clients+8)
+			}
+			p, port, err := startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
+			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
+				return err
+			}
+			eps[t] = ep
 		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
 			args := o.nlproxyArgs
 			switch t {
 			case targetNlproxyEngine:
 				args = engineArgs(o.nlproxyArgs)
-			case targetNlproxyAlt:
-				args = o.altArgs
 			}
-			p, port, err := startNlproxy(ctx, tmp, t, o.nlproxyBin, upstreamURL, args)
+			bin := o.nlproxyBin
+			if t == targetNlproxyAlt {
+				args = o.altArgs
+				if o.altBin != "" {
+					bin = o.altBin
+				}
+			}
+			p, port, err := startNlproxy(ctx, tmp, t, bin, upstreamURL, args)
 			if err != nil {
 				return err
 			}
@@ -248,6 +318,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.streamRows > 0 {
 		if err := runStream(ctx, o, eps, nlproxyProc, rep, logf); err != nil {
 			return err
+		}
+	}
+	for _, t := range []string{targetNlproxyAlt, targetNlproxyEngine} {
+		if ep, ok := eps[t]; ok {
+			if hwm, err := procStatusKB(ep.proc.Pid(), "VmHWM"); err == nil {
+				rep.OtherHWM = append(rep.OtherHWM, TargetHWM{t, hwm})
+			}
 		}
 	}
 	if p := nlproxyProc; p != nil {

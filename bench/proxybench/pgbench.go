@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -44,6 +46,9 @@ type PgbenchResult struct {
 	LatencyMS float64 `json:"latency_ms"`
 	Failed    int64   `json:"failed_transactions"`
 	Txns      int64   `json:"transactions"`
+	// Latency percentiles from pgbench's per-transaction log (-percentiles).
+	P50MS float64 `json:"latency_p50_ms,omitempty"`
+	P99MS float64 `json:"latency_p99_ms,omitempty"`
 	// The proxy's use over the run, per transaction (0 for direct, or when
 	// not measured).
 	CPUus    float64 `json:"proxy_cpu_us_per_txn,omitempty"`
@@ -90,6 +95,9 @@ type pgbench struct {
 	bin  string
 	user string
 	db   string
+	// logDir, when set, makes Run log every transaction (pgbench -l) there
+	// and report latency percentiles from the log.
+	logDir string
 }
 
 func (p pgbench) baseArgs(host string, port int) []string {
@@ -115,7 +123,18 @@ func (p pgbench) Run(ctx context.Context, host string, port int, c Config, dur t
 	} else {
 		args = append(args, "-T", strconv.Itoa(int(dur.Round(time.Second)/time.Second)))
 	}
-	args = append(args, "-c", strconv.Itoa(c.Clients), "-j", strconv.Itoa(c.Threads), "-M", c.Mode, p.db)
+	args = append(args, "-c", strconv.Itoa(c.Clients), "-j", strconv.Itoa(c.Threads), "-M", c.Mode)
+	var logPrefix string
+	if p.logDir != "" {
+		dir, err := os.MkdirTemp(p.logDir, "run-")
+		if err != nil {
+			return PgbenchResult{}, "", err
+		}
+		defer os.RemoveAll(dir)
+		logPrefix = filepath.Join(dir, "tx")
+		args = append(args, "-l", "--log-prefix", logPrefix)
+	}
+	args = append(args, p.db)
 	var buf bytes.Buffer
 	cmd := exec.CommandContext(ctx, p.bin, args...)
 	cmd.Stdout = &buf
@@ -130,7 +149,45 @@ func (p pgbench) Run(ctx context.Context, host string, port int, c Config, dur t
 	if err != nil {
 		return res, out, fmt.Errorf("pgbench %s: %w\n%s", strings.Join(args, " "), err, tailString(out, 1500))
 	}
+	if logPrefix != "" {
+		if res.P50MS, res.P99MS, err = logPercentiles(logPrefix); err != nil {
+			return res, out, fmt.Errorf("pgbench log: %w", err)
+		}
+	}
 	return res, out, nil
+}
+
+// logPercentiles reads pgbench's per-transaction logs (prefix.PID[.thread];
+// the third field is the latency in µs) and returns p50 and p99 in ms.
+func logPercentiles(prefix string) (p50, p99 float64, err error) {
+	files, err := filepath.Glob(prefix + ".*")
+	if err != nil || len(files) == 0 {
+		return 0, 0, fmt.Errorf("no transaction log at %s.*", prefix)
+	}
+	var lat []float64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 3 {
+				continue
+			}
+			us, err := strconv.ParseFloat(fields[2], 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("%s: %q: %w", f, line, err)
+			}
+			lat = append(lat, us/1000)
+		}
+	}
+	if len(lat) == 0 {
+		return 0, 0, fmt.Errorf("empty transaction log at %s.*", prefix)
+	}
+	sort.Float64s(lat)
+	at := func(q float64) float64 { return lat[min(len(lat)-1, int(q*float64(len(lat))))] }
+	return at(0.50), at(0.99), nil
 }
 
 // median of a non-empty slice (mean of the middle two for even lengths).

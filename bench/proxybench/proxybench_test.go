@@ -131,7 +131,17 @@ func TestParseFlags(t *testing.T) {
 	if o.seconds != 5 || strings.Join(o.targets, ",") != "direct,pgbouncer" || len(o.configs) != 2 {
 		t.Errorf("parsed %+v", o)
 	}
-	for _, bad := range [][]string{{"-targets", "direct,odyssey"}, {"-T", "0"}, {"extra"}} {
+	// A peer without a binary is left out; -clients makes simple and prepared configs.
+	t.Setenv("ODYSSEY_BIN", "")
+	t.Setenv("PATH", t.TempDir())
+	o, err = parseFlags([]string{"-targets", "direct,odyssey", "-clients", "1,8,32"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.targets, ",") != "direct" || len(o.configs) != 6 || o.configs[5] != (Config{Clients: 32, Threads: 2, Mode: "prepared"}) {
+		t.Errorf("parsed %+v", o)
+	}
+	for _, bad := range [][]string{{"-targets", "direct,pgdogx"}, {"-T", "0"}, {"extra"}, {"-clients", "1,x"}} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parseFlags(%v) accepted", bad)
 		}
@@ -245,6 +255,17 @@ func TestHarness(t *testing.T) {
 		if sr.Rows != rows || sr.DataRowMB != float64(wantDataRow)/1e6 || sr.WireMB < sr.DataRowMB || sr.MBPerSecond <= 0 {
 			t.Errorf("%s stream = %+v, want %d rows and %d DataRow bytes", ep.name, sr, rows, wantDataRow)
 		}
+	}
+
+	// Latency percentiles from pgbench's per-transaction log.
+	logged := pb
+	logged.logDir = t.TempDir()
+	res, _, err := logged.Run(ctx, cluster.Host, cluster.Port, Config{Clients: 2, Threads: 2, Mode: "simple"}, 0, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.P50MS <= 0 || res.P99MS < res.P50MS {
+		t.Errorf("percentiles: %+v", res)
 	}
 
 	// Per-transaction use of PgBouncer (one process) and pgpool-II (a process

@@ -12,6 +12,8 @@ const (
 	targetDirect        = "direct"
 	targetPgbouncer     = "pgbouncer"
 	targetPgpool        = "pgpool"
+	targetOdyssey       = "odyssey"
+	targetPgcat         = "pgcat"
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
 	targetNlproxyAlt    = "nlproxy-alt"
@@ -21,6 +23,8 @@ const (
 type TargetStats struct {
 	TPS       float64         `json:"tps"`
 	LatencyMS float64         `json:"latency_ms"`
+	P50MS     float64         `json:"latency_p50_ms,omitempty"`
+	P99MS     float64         `json:"latency_p99_ms,omitempty"`
 	CPUus     float64         `json:"proxy_cpu_us_per_txn,omitempty"`
 	Switches  float64         `json:"proxy_ctx_switches_per_txn,omitempty"`
 	Syscalls  float64         `json:"proxy_syscalls_per_txn,omitempty"`
@@ -55,6 +59,8 @@ func (s *TargetStats) summarize() {
 	}
 	s.TPS = figure("tps", func(r PgbenchResult) float64 { return r.TPS })
 	s.LatencyMS = figure("latency_ms", func(r PgbenchResult) float64 { return r.LatencyMS })
+	s.P50MS = figure("p50_ms", func(r PgbenchResult) float64 { return r.P50MS })
+	s.P99MS = figure("p99_ms", func(r PgbenchResult) float64 { return r.P99MS })
 	s.CPUus = figure("cpu_us", func(r PgbenchResult) float64 { return r.CPUus })
 	s.Switches = figure("switches", func(r PgbenchResult) float64 { return r.Switches })
 	s.Syscalls = figure("syscalls", func(r PgbenchResult) float64 { return r.Syscalls })
@@ -106,6 +112,7 @@ type Report struct {
 	Stream        map[string]*StreamStats `json:"stream"`
 	NlproxyMaxRSS int64                   `json:"nlproxy_max_rss_kb"` // highest VmRSS sampled during streaming
 	NlproxyHWM    int64                   `json:"nlproxy_vmhwm_kb"`   // VmHWM: peak RSS over the process's life
+	OtherHWM      []TargetHWM             `json:"other_vmhwm,omitempty"`
 	Checks        []Check                 `json:"checks"`
 }
 
@@ -208,6 +215,39 @@ func (r *Report) proxies() []string {
 	return ps
 }
 
+// percentileRows renders latency p50 and p99 (medians over the runs) when
+// pgbench logged every transaction (-percentiles).
+func (r *Report) percentileRows() [][]string {
+	have := false
+	for _, c := range r.Configs {
+		for _, s := range c.Targets {
+			if s.ok() && s.P50MS > 0 {
+				have = true
+			}
+		}
+	}
+	if !have {
+		return nil
+	}
+	header := []string{"config"}
+	for _, t := range r.Targets {
+		header = append(header, t+" p50 ms", t+" p99 ms")
+	}
+	out := [][]string{header}
+	for _, c := range r.Configs {
+		row := []string{c.Name}
+		for _, t := range r.Targets {
+			if s := c.Targets[t]; s.ok() {
+				row = append(row, fmt.Sprintf("%.3f", s.P50MS), fmt.Sprintf("%.3f", s.P99MS))
+			} else {
+				row = append(row, "ERR", "ERR")
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
 // useRows renders the per-transaction proxy use: CPU µs median (min–max),
 // context switches and, when counted, system calls.
 func (r *Report) useRows() [][]string {
@@ -302,12 +342,22 @@ func (r *Report) streamLines() []string {
 		lines = append(lines, fmt.Sprintf("nlproxy memory: peak VmRSS while streaming %.1f MB, VmHWM (lifetime peak RSS) %.1f MB",
 			float64(r.NlproxyMaxRSS)/1024, float64(r.NlproxyHWM)/1024))
 	}
+	for _, h := range r.OtherHWM {
+		lines = append(lines, fmt.Sprintf("%s memory: VmHWM (lifetime peak RSS) %.1f MB", h.Target, float64(h.KB)/1024))
+	}
 	return lines
+}
+
+// TargetHWM is the lifetime peak RSS of another nlproxy target (the same
+// workload, e.g. a before/after pair).
+type TargetHWM struct {
+	Target string `json:"target"`
+	KB     int64  `json:"vmhwm_kb"`
 }
 
 // WriteText prints the aligned tables, the large-result lines and the checks.
 func (r *Report) WriteText(w io.Writer) {
-	for _, table := range [][][]string{r.rows(), r.useRows()} {
+	for _, table := range [][][]string{r.rows(), r.percentileRows(), r.useRows()} {
 		if len(table) == 0 {
 			continue
 		}
@@ -338,7 +388,7 @@ func (r *Report) WriteText(w io.Writer) {
 
 // WriteMarkdown prints the same results as Markdown tables for the README.
 func (r *Report) WriteMarkdown(w io.Writer) {
-	for _, table := range [][][]string{r.rows(), r.useRows()} {
+	for _, table := range [][][]string{r.rows(), r.percentileRows(), r.useRows()} {
 		for i, row := range table {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 			if i == 0 {

@@ -37,6 +37,7 @@ type Config struct {
 	IdleInTransactionTimeout Duration `yaml:"idle_in_transaction_timeout"`
 	MaxMessageSize           int      `yaml:"max_message_size"`
 	ShutdownTimeout          Duration `yaml:"shutdown_timeout"`
+	GoroutineRelay           bool     `yaml:"goroutine_relay"`
 
 	LogLevel  string `yaml:"log_level"`
 	LogFormat string `yaml:"log_format"`
@@ -259,6 +260,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.Var(&cfg.IdleTimeout, "idle-timeout", "close clients idle outside a transaction this long, 0 = never (env NLPROXY_IDLE_TIMEOUT)")
 	fs.Var(&cfg.IdleInTransactionTimeout, "idle-in-transaction-timeout", "close clients idle inside a transaction this long, 0 = never (env NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT)")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", cfg.MaxMessageSize, "largest client message accepted, bytes (env NLPROXY_MAX_MESSAGE_SIZE)")
+	fs.BoolVar(&cfg.GoroutineRelay, "goroutine-relay", cfg.GoroutineRelay, "relay every session with goroutines on Go's netpoller instead of the event loop (env NLPROXY_GOROUTINE_RELAY)")
 	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "on SIGTERM/SIGINT, how long to let sessions drain (env NLPROXY_SHUTDOWN_TIMEOUT)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "console or json (env NLPROXY_LOG_FORMAT)")
@@ -406,6 +408,7 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	duration("NLPROXY_IDLE_IN_TRANSACTION_TIMEOUT", &cfg.IdleInTransactionTimeout)
 	integer("NLPROXY_MAX_MESSAGE_SIZE", &cfg.MaxMessageSize)
 	duration("NLPROXY_SHUTDOWN_TIMEOUT", &cfg.ShutdownTimeout)
+	boolean("NLPROXY_GOROUTINE_RELAY", &cfg.GoroutineRelay)
 	str("NLPROXY_LOG_LEVEL", &cfg.LogLevel)
 	str("NLPROXY_LOG_FORMAT", &cfg.LogFormat)
 	e := &cfg.Engine

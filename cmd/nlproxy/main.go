@@ -215,6 +215,7 @@ func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
 		IdleTimeout:              time.Duration(cfg.IdleTimeout),
 		IdleInTransactionTimeout: time.Duration(cfg.IdleInTransactionTimeout),
 		MaxMessageSize:           cfg.MaxMessageSize,
+		GoroutineRelay:           cfg.GoroutineRelay,
 		Logger:                   logger,
 	}
 	for _, e := range cfg.Upstreams {

@@ -1,0 +1,857 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// The event loop relays plaintext sessions the way PgBouncer does: one
+// thread waits in epoll_wait for the sockets of all its sessions and, when
+// one is readable, reads it once, looks at the message headers and writes
+// what it read to the other side in one write. A round trip then costs two
+// wake-ups, two reads and two writes. The goroutine relay (two goroutines per
+// session on Go's netpoller) also pays a read that fails with EAGAIN per
+// relayed batch and the runtime's thread hand-offs, which measured as the
+// gap to PgBouncer (bench/README.md).
+//
+// The loop handles untracked pass-through only. Anything else — a statement
+// that may carry a marker, a message it would have to hold whole beyond its
+// buffer, a protocol error, a client Terminate, an upstream that went away —
+// ends the session's time on the loop at a message boundary: the sockets go
+// back to the session's goroutine with what was read but not yet passed on,
+// and the goroutine relay (or its close and error paths) carries on exactly
+// as if it had relayed from the start.
+
+// loopKind says why a session left the loop.
+type loopKind uint8
+
+const (
+	loopHandoff      loopKind = iota // continue on the goroutine relay
+	loopClientGone                   // the client closed, or a write failed
+	loopUpstreamLost                 // the upstream closed or broke the protocol
+	loopTerminate                    // the client's Terminate is the last thing to pass on
+	loopDrained                      // the proxy shuts down and the session is idle
+	loopDropped                      // the session was closed from outside
+)
+
+// pipe is one direction's buffer: [r,p) is parsed and waits to be written to
+// the other side, [p,w) is read and not parsed yet, and rem bytes of the
+// message at p are still to come and pass unparsed.
+type pipe struct {
+	buf     []byte
+	r, p, w int
+	rem     int
+}
+
+func (pp *pipe) pending() bool { return pp.r < pp.p }
+
+// compact moves what is left to the front so a read has room and a message
+// that must be read whole starts at 0.
+func (pp *pipe) compact() {
+	if pp.r == 0 {
+		return
+	}
+	n := copy(pp.buf, pp.buf[pp.r:pp.w])
+	pp.p -= pp.r
+	pp.w = n
+	pp.r = 0
+}
+
+// loopSess is a session while the loop relays it (loop goroutine only).
+type loopSess struct {
+	s        *session
+	cfd, ufd int  // duplicates of the session's sockets, owned by the loop
+	c, u     pipe // client → upstream, upstream → client
+	events   [2]uint32
+	finished bool
+	// drainAfterZ: the ReadyForQuery just parsed leaves a draining session idle.
+	drainAfterZ bool
+	done        chan loopResult
+}
+
+type loopResult struct {
+	kind loopKind
+	err  error
+	ls   *loopSess
+}
+
+type loopOp uint8
+
+const (
+	opAdd loopOp = iota
+	opDrop
+	opDrain
+)
+
+type loopReq struct {
+	ls *loopSess
+	op loopOp
+}
+
+// eventLoop is one relay thread. It ends when its last session leaves.
+type eventLoop struct {
+	srv        *Server
+	idx        int
+	epfd, evfd int
+	sessions   int // assigned and not yet finished (under srv.mu)
+
+	mu      sync.Mutex
+	reqs    []loopReq
+	stopped bool
+
+	// loop goroutine only:
+	byFd     []*loopSess
+	stopping bool
+}
+
+// eventLoops is the Server's set of relay threads (under Server.mu).
+type eventLoops struct {
+	loops []*eventLoop
+	next  int
+	bufs  sync.Pool
+}
+
+func newEventLoop(srv *Server, idx int) (*eventLoop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(evfd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(evfd)
+		return nil, err
+	}
+	return &eventLoop{srv: srv, idx: idx, epfd: epfd, evfd: evfd}, nil
+}
+
+// loopAcquire picks a relay thread for a session, starting it if needed.
+// Half the Ps at most (one on two cores): a thread waiting in epoll_wait
+// holds its P in a system call, and the runtime takes such a P away (a
+// context switch each time) unless another one is idle.
+func (srv *Server) loopAcquire() (*eventLoop, error) {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	el := &srv.evloops
+	n := max(1, runtime.GOMAXPROCS(0)/2)
+	for len(el.loops) < n {
+		el.loops = append(el.loops, nil)
+	}
+	i := el.next % n
+	el.next++
+	l := el.loops[i]
+	if l == nil {
+		var err error
+		if l, err = newEventLoop(srv, i); err != nil {
+			return nil, err
+		}
+		el.loops[i] = l
+		go l.run()
+	}
+	l.sessions++
+	return l, nil
+}
+
+// loopRelease counts a session off its loop; it reports whether that was the
+// loop's last, in which case the loop ends (a new one starts on demand).
+func (srv *Server) loopRelease(l *eventLoop) bool {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	l.sessions--
+	if l.sessions > 0 {
+		return false
+	}
+	srv.loopForgetLocked(l)
+	return true
+}
+
+// loopForgetLocked makes the next session start a new loop in l's place.
+func (srv *Server) loopForgetLocked(l *eventLoop) {
+	if el := &srv.evloops; l.idx < len(el.loops) && el.loops[l.idx] == l {
+		el.loops[l.idx] = nil
+	}
+}
+
+func (srv *Server) loopBuf() []byte {
+	if b, ok := srv.evloops.bufs.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, bufSize)
+}
+
+func (srv *Server) putLoopBuf(b []byte) {
+	if b != nil {
+		srv.evloops.bufs.Put(&b)
+	}
+}
+
+var eventfdOne = [8]byte{1} // little-endian 1 (read-only)
+
+// post hands the loop a request; false if the loop has ended (then every
+// session it had has its result already).
+func (l *eventLoop) post(r loopReq) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.reqs = append(l.reqs, r)
+	if len(l.reqs) == 1 {
+		_, _ = unix.Write(l.evfd, eventfdOne[:])
+	}
+	return true
+}
+
+func (l *eventLoop) run() {
+	events := make([]unix.EpollEvent, 128)
+	var reqs []loopReq
+	for !l.stopping {
+		n, err := epollWaitHot(l.epfd, events, hotWaitMS)
+		if n == 0 && err == nil {
+			n, err = unix.EpollWait(l.epfd, events, -1)
+		}
+		if err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			// Cannot happen with valid arguments; give every session back.
+			l.srv.logger().Error("proxy: event loop: epoll_wait failed, sessions go back to the goroutine relay", zap.Error(err))
+			l.srv.mu.Lock()
+			l.srv.loopForgetLocked(l)
+			l.srv.mu.Unlock()
+			for _, ls := range l.byFd {
+				if ls != nil && !ls.finished {
+					l.finish(ls, loopHandoff, nil)
+				}
+			}
+			break
+		}
+		for i := 0; i < n && !l.stopping; i++ {
+			fd := int(events[i].Fd)
+			if fd == l.evfd {
+				var b [8]byte
+				_, _ = unix.Read(l.evfd, b[:])
+				l.mu.Lock()
+				reqs, l.reqs = l.reqs, reqs[:0]
+				l.mu.Unlock()
+				for _, r := range reqs {
+					l.request(r)
+				}
+				clear(reqs)
+				continue
+			}
+			if fd < len(l.byFd) {
+				if ls := l.byFd[fd]; ls != nil {
+					l.serve(ls, fd, events[i].Events)
+				}
+			}
+		}
+	}
+	l.mu.Lock()
+	l.stopped = true
+	rest := l.reqs
+	l.reqs = nil
+	l.mu.Unlock()
+	for _, r := range rest {
+		if r.op == opAdd { // only after epoll_wait failed: an added session keeps the loop alive
+			r.ls.done <- loopResult{kind: loopHandoff, ls: r.ls}
+		}
+	}
+	unix.Close(l.epfd)
+	unix.Close(l.evfd)
+}
+
+// hotWaitMS bounds a wait in epollWaitHot.
+const hotWaitMS = 1
+
+// epollWaitHot waits for events at most msec without telling the scheduler
+// (a raw system call: the thread keeps its P, as if computing). While
+// traffic flows the loop waits far less than that between events, and a wait
+// through Syscall costs more: leaving and re-entering the scheduler each time
+// wakes the runtime's monitor thread, measured as a futex wake and nanosleep
+// polling per round trip. An idle loop waits through EpollWait, releasing the
+// P; the monitor's preemption signal (after 10 ms running) ends a raw wait
+// with EINTR, so the loop yields like any busy goroutine.
+func epollWaitHot(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	r, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+func (l *eventLoop) request(r loopReq) {
+	ls := r.ls
+	switch r.op {
+	case opAdd:
+		for _, fd := range []int{ls.cfd, ls.ufd} {
+			for fd >= len(l.byFd) {
+				l.byFd = append(l.byFd, make([]*loopSess, len(l.byFd)+64)...)
+			}
+			l.byFd[fd] = ls
+		}
+		ls.events = [2]uint32{unix.EPOLLIN, unix.EPOLLIN}
+		for i, fd := range []int{ls.cfd, ls.ufd} {
+			ev := unix.EpollEvent{Events: ls.events[i], Fd: int32(fd)}
+			if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+				l.finish(ls, loopHandoff, nil)
+				return
+			}
+		}
+		// Bytes that came with the end of the handshake.
+		if l.parse(ls, 0) && l.parse(ls, 1) && l.flush(ls, 0) && l.flush(ls, 1) {
+			l.rearm(ls)
+		}
+	case opDrop:
+		if !ls.finished {
+			l.finish(ls, loopDropped, nil)
+		}
+	case opDrain:
+		if ls.finished {
+			return
+		}
+		s := ls.s
+		s.mu.Lock()
+		idle := s.draining && s.ready && s.unitsDone == s.unitsSent && s.txStatus == 'I' && !s.translating
+		s.mu.Unlock()
+		if idle {
+			l.finish(ls, loopDrained, nil)
+		}
+	}
+}
+
+// serve handles readiness of one of a session's sockets.
+func (l *eventLoop) serve(ls *loopSess, fd int, ev uint32) {
+	// side 0 reads the client and writes upstream; side 1 the reverse.
+	in, out := 0, 1
+	if fd == ls.ufd {
+		in, out = 1, 0
+	}
+	if ev&unix.EPOLLOUT != 0 && ls.pipe(out).pending() {
+		if !l.flush(ls, out) {
+			return
+		}
+	}
+	if ev&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 && !ls.pipe(in).pending() {
+		if !l.fill(ls, in) || !l.parse(ls, in) || !l.flush(ls, in) {
+			return
+		}
+	}
+	l.rearm(ls)
+}
+
+func (ls *loopSess) pipe(side int) *pipe {
+	if side == 0 {
+		return &ls.c
+	}
+	return &ls.u
+}
+
+func (ls *loopSess) fds(side int) (in, out int) {
+	if side == 0 {
+		return ls.cfd, ls.ufd
+	}
+	return ls.ufd, ls.cfd
+}
+
+// fill reads once from side's socket; false if the session left the loop.
+func (l *eventLoop) fill(ls *loopSess, side int) bool {
+	pp := ls.pipe(side)
+	pp.compact()
+	if pp.w == len(pp.buf) {
+		return true // cannot happen: a message held whole fits (else handed off)
+	}
+	fd, _ := ls.fds(side)
+	for {
+		n, err := unix.Read(fd, pp.buf[pp.w:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return true
+		}
+		if err != nil || n <= 0 {
+			if err == nil {
+				err = io.EOF
+			}
+			if side == 0 {
+				l.finish(ls, loopClientGone, err)
+			} else {
+				l.finish(ls, loopUpstreamLost, err)
+			}
+			return false
+		}
+		if side == 0 {
+			ls.s.traffic.in.Add(int64(n))
+		}
+		pp.w += n
+		return true
+	}
+}
+
+// flush writes side's parsed bytes to the other socket; false if the session
+// left the loop. A short write leaves the rest pending (rearm asks for
+// EPOLLOUT and stops reading that side meanwhile).
+func (l *eventLoop) flush(ls *loopSess, side int) bool {
+	pp := ls.pipe(side)
+	_, fd := ls.fds(side)
+	for pp.r < pp.p {
+		n, err := unix.Write(fd, pp.buf[pp.r:pp.p])
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return true
+		}
+		if err != nil {
+			l.finish(ls, loopClientGone, err)
+			return false
+		}
+		if side == 1 {
+			ls.s.traffic.out.Add(int64(n))
+		}
+		pp.r += n
+	}
+	if pp.rem == 0 && pp.p == pp.w {
+		pp.r, pp.p, pp.w = 0, 0, 0
+	}
+	return true
+}
+
+// rearm sets each socket's interest: read unless that side's bytes wait to
+// be written, write while the other side's bytes wait.
+func (l *eventLoop) rearm(ls *loopSess) {
+	want := [2]uint32{}
+	for side := 0; side < 2; side++ {
+		if !ls.pipe(side).pending() {
+			want[side] |= unix.EPOLLIN
+		}
+		if ls.pipe(1 - side).pending() {
+			want[side] |= unix.EPOLLOUT
+		}
+	}
+	for side, fd := range []int{ls.cfd, ls.ufd} {
+		if want[side] == ls.events[side] {
+			continue
+		}
+		ev := unix.EpollEvent{Events: want[side], Fd: int32(fd)}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, fd, &ev); err != nil {
+			l.finish(ls, loopHandoff, nil)
+			return
+		}
+		ls.events[side] = want[side]
+	}
+}
+
+// finish takes the session off the loop and hands its sockets and buffers
+// back to the session's goroutine. Always returns false (for callers' returns).
+func (l *eventLoop) finish(ls *loopSess, kind loopKind, err error) bool {
+	if ls.finished {
+		return false
+	}
+	ls.finished = true
+	for _, fd := range []int{ls.cfd, ls.ufd} {
+		_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+		if fd < len(l.byFd) && l.byFd[fd] == ls {
+			l.byFd[fd] = nil
+		}
+	}
+	ls.done <- loopResult{kind: kind, err: err, ls: ls}
+	if l.srv.loopRelease(l) {
+		l.stopping = true
+		l.mu.Lock()
+		l.stopped = true
+		l.mu.Unlock()
+	}
+	return false
+}
+
+// parse walks side's unparsed bytes message by message, doing what the
+// goroutine relay does for each (clientLoop / serverLoop, untracked); false
+// if the session left the loop.
+func (l *eventLoop) parse(ls *loopSess, side int) bool {
+	pp := ls.pipe(side)
+	s := ls.s
+	var msgs uint64
+	defer func() {
+		if side == 0 {
+			s.msgsIn.Add(msgs)
+		} else {
+			s.msgsOut.Add(msgs)
+		}
+	}()
+	for {
+		if pp.rem > 0 {
+			k := min(pp.rem, pp.w-pp.p)
+			pp.p += k
+			pp.rem -= k
+			if pp.rem > 0 {
+				return true
+			}
+		}
+		b := pp.buf[pp.p:pp.w]
+		if len(b) < 5 {
+			return true
+		}
+		typ := b[0]
+		n := int(int32(binary.BigEndian.Uint32(b[1:]))) - 4
+		var ok, wait bool
+		if side == 0 {
+			ok, wait = l.clientMsg(ls, typ, n, b)
+		} else {
+			ok, wait = l.serverMsg(ls, typ, n, b)
+		}
+		if !ok {
+			return false
+		}
+		if wait {
+			return true
+		}
+		msgs++
+		k := min(5+n, len(b))
+		pp.p += k
+		pp.rem = 5 + n - k
+		if typ == 'X' && side == 0 {
+			return l.finish(ls, loopTerminate, nil)
+		}
+		if side == 1 && typ == 'Z' {
+			if ls.drainAfterZ {
+				return l.finish(ls, loopDrained, nil)
+			}
+		}
+	}
+}
+
+// whole reports whether the message at b (body length n) is all in the
+// buffer; handoff if it can never be (larger than the buffer).
+func whole(pp *pipe, b []byte, n int) (complete, tooLarge bool) {
+	if 5+n > len(pp.buf) {
+		return false, true
+	}
+	return len(b) >= 5+n, false
+}
+
+// clientMsg handles one client message header at b: ok false if the session
+// left the loop, wait if more bytes must arrive first. Side effects happen
+// only once the message can be passed on.
+func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait bool) {
+	s, pp := ls.s, &ls.c
+	if n < 0 || n > s.maxMsg {
+		return l.finish(ls, loopHandoff, nil), false // the goroutine relay answers 08P01
+	}
+	switch typ {
+	case 'Q':
+		need := 5 + min(n, 64)
+		if len(b) < need {
+			return true, true
+		}
+		if maybeMarker(b[5:need]) {
+			complete, tooLarge := whole(pp, b, n)
+			if tooLarge {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if !complete {
+				return true, true
+			}
+			if n == 0 || b[4+n] != 0 {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if m, err := s.parseMarker(b[5 : 4+n]); err != nil || m.Kind != MarkerNone {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+		}
+		s.sent()
+		s.batchOpen = false
+	case 'P':
+		need := 5 + min(n, 256)
+		if len(b) < need {
+			return true, true
+		}
+		body := b[5:need]
+		if i := bytes.IndexByte(body, 0); i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) {
+			complete, tooLarge := whole(pp, b, n)
+			if tooLarge {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if !complete {
+				return true, true
+			}
+			_, query, _, err := splitParse(b[5 : 5+n])
+			if err != nil {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if m, err := s.parseMarker([]byte(query)); err != nil || m.Kind != MarkerNone {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+		}
+		s.batchOpen = true
+	case 'S', 'F':
+		s.sent()
+		s.batchOpen = false
+	case 'X':
+		if len(b) < 5+n {
+			if _, tooLarge := whole(pp, b, n); tooLarge {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			return true, true
+		}
+		// As terminate: closing first, so the upstream's close is not
+		// reported as a lost connection.
+		s.mu.Lock()
+		s.closing = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	case 'H', 'd', 'c', 'f':
+	default:
+		s.batchOpen = true
+	}
+	return true, false
+}
+
+// serverMsg is clientMsg for an upstream message (serverLoop's untracked cases).
+func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait bool) {
+	s, pp := ls.s, &ls.u
+	if n < 0 {
+		return l.finish(ls, loopUpstreamLost, fmt.Errorf("%w: invalid message length from upstream", ErrProtocol)), false
+	}
+	switch typ {
+	case 'Z':
+		if len(b) < 6 {
+			return true, true
+		}
+		if n != 1 {
+			return l.finish(ls, loopUpstreamLost, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)), false
+		}
+		if s.swallowZ.Load() > 0 || s.tracked.Load() {
+			return l.finish(ls, loopHandoff, nil), false // the ask path's; never on the loop
+		}
+		s.skipping = false
+		ls.drainAfterZ = s.noteReady(b[5])
+	case 'E':
+		complete, tooLarge := whole(pp, b, n)
+		if tooLarge {
+			return l.finish(ls, loopHandoff, nil), false
+		}
+		if !complete {
+			return true, true
+		}
+		s.errInUnit = true
+		if fatalSeverity(b[5 : 5+n]) {
+			s.upstreamFatal = true
+		}
+	case 'G', 'W':
+		s.noteCopyIn(true)
+	case 'S':
+		if n <= maxInspected {
+			complete, tooLarge := whole(pp, b, n)
+			if tooLarge {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if !complete {
+				return true, true
+			}
+			s.noteParameter(b[5 : 5+n])
+		}
+	case 'C':
+		if s.srv.OnDDL != nil && n <= 256 {
+			if len(b) < 5+n {
+				return true, true
+			}
+			s.noteTag(b[5 : 5+n])
+		}
+	}
+	return true, false
+}
+
+// ---- the session's side ----
+
+// dupFD duplicates a connection's socket for the loop (close-on-exec; it
+// shares the file description, so it is non-blocking like the original).
+func dupFD(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1, errors.New("not a socket")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) {
+		fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); err != nil {
+		return -1, err
+	}
+	return fd, derr
+}
+
+// fdConn makes a net.Conn of fd again (on Go's netpoller) and closes fd.
+func fdConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "")
+	c, err := net.FileConn(f)
+	f.Close()
+	return c, err
+}
+
+// loopRelay relays the session on an event loop when it can. It returns
+// true when the goroutine relay is to carry on (not eligible, or handed
+// back), false when the session is over (run closes it).
+func (s *session) loopRelay() bool {
+	if s.srv.GoroutineRelay || s.clientTLS || s.srv.IdleTimeout > 0 || s.srv.IdleInTransactionTimeout > 0 {
+		return true
+	}
+	s.mu.Lock()
+	client, up := s.traffic.Conn, s.upConn
+	s.mu.Unlock()
+	if s.uw.Flush() != nil || s.cw.Flush() != nil {
+		return true
+	}
+	cfd, err := dupFD(client)
+	if err != nil {
+		return true
+	}
+	ufd, err := dupFD(up)
+	if err != nil {
+		unix.Close(cfd)
+		return true
+	}
+	l, err := s.srv.loopAcquire()
+	if err != nil {
+		unix.Close(cfd)
+		unix.Close(ufd)
+		return true
+	}
+	ls := &loopSess{s: s, cfd: cfd, ufd: ufd, done: make(chan loopResult, 1)}
+	ls.c.buf, ls.u.buf = s.srv.loopBuf(), s.srv.loopBuf()
+	// What the handshake's readers hold already.
+	ls.c.w, _ = s.cr.Read(ls.c.buf[:s.cr.Buffered()])
+	ls.u.w, _ = s.ur.Read(ls.u.buf[:s.ur.Buffered()])
+	// The goroutine relay's read buffers and upstream writer sit unused
+	// while the loop relays: let them go (afterLoop makes what is needed
+	// again). cw stays: sendClient (drain) may use it under cwMu.
+	s.cr, s.ur, s.uw = nil, nil, nil
+
+	s.mu.Lock()
+	s.loopDrain = func() { l.post(loopReq{ls, opDrain}) }
+	s.mu.Unlock()
+	// Off Go's netpoller: the loop's duplicates keep the sockets open.
+	_ = client.Close()
+	_ = up.Close()
+	if !l.post(loopReq{ls, opAdd}) { // the loop failed meanwhile
+		return s.afterLoop(loopResult{kind: loopHandoff, ls: ls})
+	}
+	var res loopResult
+	select {
+	case res = <-ls.done:
+	case <-s.ctx.Done():
+		l.post(loopReq{ls, opDrop})
+		res = <-ls.done
+	}
+	return s.afterLoop(res)
+}
+
+// afterLoop puts the session's sockets back on Go's netpoller, passes on
+// what the loop had read, and ends the session or continues on goroutines.
+func (s *session) afterLoop(res loopResult) bool {
+	ls := res.ls
+	defer func() {
+		s.srv.putLoopBuf(ls.c.buf)
+		s.srv.putLoopBuf(ls.u.buf)
+	}()
+	client, cerr := fdConn(ls.cfd)
+	up, uerr := fdConn(ls.ufd)
+	s.mu.Lock()
+	s.loopDrain = nil
+	gone := s.connsClosed
+	if cerr == nil && uerr == nil && !gone {
+		s.traffic.Conn, s.upConn = client, up // close closes these from now on
+	}
+	s.mu.Unlock()
+	if cerr != nil || uerr != nil || gone {
+		// close has run and found only the originals: close these.
+		if up != nil {
+			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = io.WriteString(up, terminateMsg)
+			up.Close()
+		}
+		if client != nil {
+			client.Close()
+		}
+		return false
+	}
+	if tc, ok := up.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if tc, ok := client.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if res.kind == loopHandoff {
+		// Unparsed bytes are read again by the goroutine relay's readers.
+		s.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
+		s.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
+		s.uw = newOutBuf(up, bufSize)
+	} else {
+		s.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
+	}
+	_, werr := s.uw.Write(ls.c.buf[ls.c.r:ls.c.p])
+	if werr == nil {
+		werr = s.uw.Flush()
+	}
+	s.cwMu.Lock()
+	s.cw.Reset(s.client)
+	_, cwerr := s.cw.Write(ls.u.buf[ls.u.r:ls.u.p])
+	if cwerr == nil {
+		cwerr = s.cw.Flush()
+	}
+	s.cwMu.Unlock()
+	switch res.kind {
+	case loopHandoff:
+		if werr != nil || cwerr != nil {
+			return false
+		}
+		// A message the loop was passing through when it handed off.
+		if ls.c.rem > 0 && relayN(s.cr, s.uw, ls.c.rem, s.uw.Flush) != nil || s.uw.Flush() != nil {
+			return false
+		}
+		if ls.u.rem > 0 && relayN(s.ur, s.cw, ls.u.rem, s.cw.Flush) != nil || s.cw.Flush() != nil {
+			return false
+		}
+		return true
+	case loopUpstreamLost:
+		s.upstreamLost(false, res.err)
+	case loopDrained:
+		_ = s.sendClient(encodeError(shutdownError()))
+	}
+	return false
+}
+
+// readerWithPrefix reads p (copied) first, then r.
+func readerWithPrefix(p []byte, r io.Reader) io.Reader {
+	if len(p) == 0 {
+		return r
+	}
+	return io.MultiReader(bytes.NewReader(bytes.Clone(p)), r)
+}

@@ -1,0 +1,166 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// loopSessions counts the sessions an event loop relays now.
+func loopSessions(srv *Server) int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	n := 0
+	for _, l := range srv.evloops.loops {
+		if l != nil {
+			n += l.sessions
+		}
+	}
+	return n
+}
+
+// TestRelayPaths runs the same traffic through the event loop and the
+// goroutine relay: a large result (the loop's writes to the client fall
+// behind), COPY both ways (client messages larger than its buffer), a
+// notification while idle, and a marker in a pipelined batch, after which
+// the loop hands the session to the goroutine relay mid-batch.
+func TestRelayPaths(t *testing.T) {
+	needPG(t)
+	for _, goroutines := range []bool{false, true} {
+		name := map[bool]string{false: "event-loop", true: "goroutines"}[goroutines]
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			srv, addr := trustServer(t, &Server{GoroutineRelay: goroutines})
+			c := connect(t, trustURL(addr))
+			pc := c.PgConn()
+			if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
+				t.Fatalf("SELECT: %d", got)
+			}
+			want := 1
+			if goroutines {
+				want = 0
+			}
+			if n := loopSessions(srv); n != want {
+				t.Fatalf("sessions on an event loop: %d, want %d", n, want)
+			}
+
+			rr := pc.ExecParams(ctx, "SELECT g, repeat('x', 500) FROM generate_series(1, 100000) g", nil, nil, nil, nil)
+			rows, sum := 0, 0
+			for rr.NextRow() {
+				rows++
+				var g int
+				fmt.Sscan(string(rr.Values()[0]), &g)
+				sum += g
+				if len(rr.Values()[1]) != 500 {
+					t.Fatalf("row %d: %d bytes", rows, len(rr.Values()[1]))
+				}
+			}
+			if _, err := rr.Close(); err != nil || rows != 100000 || sum != 100000*100001/2 {
+				t.Fatalf("large result: %d rows, sum %d, %v", rows, sum, err)
+			}
+
+			if _, err := pc.Exec(ctx, "CREATE TEMP TABLE paths_t (id int, s text)").ReadAll(); err != nil {
+				t.Fatal(err)
+			}
+			var in bytes.Buffer
+			for i := 0; i < 20000; i++ {
+				fmt.Fprintf(&in, "%d\t%s\n", i, strings.Repeat("y", i%300))
+			}
+			if tag, err := pc.CopyFrom(ctx, bytes.NewReader(in.Bytes()), "COPY paths_t FROM STDIN"); err != nil || tag.RowsAffected() != 20000 {
+				t.Fatalf("copy from: %v %v", tag, err)
+			}
+			var out bytes.Buffer
+			if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM paths_t ORDER BY id) TO STDOUT"); err != nil || !bytes.Equal(out.Bytes(), in.Bytes()) {
+				t.Fatalf("copy to: %v (%d vs %d bytes)", err, out.Len(), in.Len())
+			}
+
+			other := connect(t, trustURL(addr))
+			if _, err := c.Exec(ctx, "LISTEN paths_chan"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.Exec(ctx, "NOTIFY paths_chan, 'idle'"); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := c.WaitForNotification(ctx); err != nil || n.Payload != "idle" {
+				t.Fatalf("notification: %+v %v", n, err)
+			}
+
+			before := loopSessions(srv) // this session and other
+			p := pc.StartPipeline(ctx)
+			p.SendQueryParams("SELECT $1::int * 2", [][]byte{[]byte("21")}, nil, nil, nil)
+			p.SendQueryParams("-- ask: in the middle", nil, nil, nil, nil)
+			if err := p.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for len(got) < 10 {
+				res, err := p.GetResults()
+				if err != nil {
+					got = append(got, "err:"+pgCode(err))
+					continue
+				}
+				if res == nil {
+					break
+				}
+				switch r := res.(type) {
+				case *pgconn.ResultReader:
+					if rr := r.Read(); rr.Err != nil {
+						got = append(got, "err:"+pgCode(rr.Err))
+					} else {
+						got = append(got, string(rr.Rows[0][0]))
+					}
+				case *pgconn.PipelineSync:
+					got = append(got, "sync")
+				}
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if g := strings.Join(got, ","); g != "42,err:0A000,sync" {
+				t.Fatalf("pipeline results %s", g)
+			}
+			if n := loopSessions(srv); n != before-want {
+				t.Fatalf("sessions on an event loop after a marker: %d, want %d", n, before-want)
+			}
+			if got := queryInt(t, c, "SELECT count(*) FROM paths_t"); got != 20000 {
+				t.Fatalf("after the marker: count %d", got)
+			}
+		})
+	}
+}
+
+// TestStatementBeforeTerminate: a client that sends a statement and its
+// Terminate in one write (without waiting for the reply) still has the
+// statement run, whichever relay reads them.
+func TestStatementBeforeTerminate(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	table := fmt.Sprintf("term_%d", time.Now().UnixNano())
+	direct := connectDirect(t, trustPG)
+	if _, err := direct.Exec(ctx, "CREATE TABLE "+table+" (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE "+table) })
+	for i, goroutines := range []bool{false, true} {
+		_, addr := trustServer(t, &Server{GoroutineRelay: goroutines})
+		c := connect(t, trustURL(addr))
+		msg := queryMsg(fmt.Sprintf("INSERT INTO %s VALUES (%d)", table, i))
+		if _, err := c.PgConn().Conn().Write(append(msg, terminateMsg...)); err != nil {
+			t.Fatal(err)
+		}
+		waitServerClose(t, c)
+		waitFor(t, "the insert", func() bool {
+			var n int
+			err := direct.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE id = %d", table, i)).Scan(&n)
+			return err == nil && n == 1
+		})
+	}
+}
