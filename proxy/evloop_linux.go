@@ -563,41 +563,40 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 	}
 	switch typ {
 	case 'Q':
-		need := 5 + min(n, 64)
-		if len(b) < need {
+		// Judged whole, as clientQuery judges it: a marker at the start, an
+		// ask after transaction control, or the table-function form anywhere
+		// goes to the goroutine relay, which answers asks.
+		complete, tooLarge := whole(pp, b, n)
+		if tooLarge {
+			return l.finish(ls, loopHandoff, nil), false
+		}
+		if !complete {
 			return true, true
 		}
-		if maybeMarker(b[5:need]) {
-			complete, tooLarge := whole(pp, b, n)
-			if tooLarge {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			if !complete {
-				return true, true
-			}
-			if n == 0 || b[4+n] != 0 {
-				return l.finish(ls, loopHandoff, nil), false
-			}
+		if n == 0 || b[4+n] != 0 {
+			return l.finish(ls, loopHandoff, nil), false
+		}
+		head := b[5 : 5+min(n, 64)]
+		if maybeMarker(head) {
 			if m, err := s.parseMarker(b[5 : 4+n]); err != nil || m.Kind != MarkerNone {
 				return l.finish(ls, loopHandoff, nil), false
 			}
 		}
+		if maybeTxPrefix(head, n <= 64) || mayHoldAskFunc(b[5:4+n]) {
+			return l.finish(ls, loopHandoff, nil), false
+		}
 		s.sent()
 		s.batchOpen = false
 	case 'P':
-		need := 5 + min(n, 256)
-		if len(b) < need {
+		complete, tooLarge := whole(pp, b, n)
+		if tooLarge {
+			return l.finish(ls, loopHandoff, nil), false
+		}
+		if !complete {
 			return true, true
 		}
-		body := b[5:need]
-		if i := bytes.IndexByte(body, 0); i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) {
-			complete, tooLarge := whole(pp, b, n)
-			if tooLarge {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			if !complete {
-				return true, true
-			}
+		body := b[5 : 5+min(n, 256)]
+		if i := bytes.IndexByte(body, 0); i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) || mayHoldAskFunc(b[5:5+n]) {
 			_, query, _, err := splitParse(b[5 : 5+n])
 			if err != nil {
 				return l.finish(ls, loopHandoff, nil), false

@@ -164,3 +164,42 @@ func TestStatementBeforeTerminate(t *testing.T) {
 		})
 	}
 }
+
+// TestEventLoopHandsOffEveryAskForm: a session relayed by the event loop
+// leaves it for each form the goroutine relay answers, not only a marker at
+// the start: the table-function form anywhere in a Query or a Parse, and an
+// ask after transaction-control statements in one Query (psqlodbc).
+func TestEventLoopHandsOffEveryAskForm(t *testing.T) {
+	needPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, addr := trustServer(t, &Server{})
+	for _, tc := range []struct {
+		name, sql string
+		extended  bool
+	}{
+		{"table function in a Query", "SELECT n FROM (SELECT * FROM nlproxy.ask('how many')) q LIMIT 10", false},
+		{"table function in a Parse", "SELECT * FROM nlproxy.ask('how many')", true},
+		{"ask after transaction control", "BEGIN;/* ask: how many */", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := connect(t, trustURL(addr))
+			if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
+				t.Fatalf("SELECT: %d", got)
+			}
+			before := loopSessions(srv)
+			var err error
+			if tc.extended {
+				_, err = c.PgConn().ExecParams(ctx, tc.sql, nil, nil, nil, nil).Close()
+			} else {
+				_, err = c.PgConn().Exec(ctx, tc.sql).ReadAll()
+			}
+			if err == nil || pgCode(err) == "42601" || pgCode(err) == "42883" {
+				t.Fatalf("%q reached the server as plain SQL (%v)", tc.sql, err)
+			}
+			if n := loopSessions(srv); n != before-1 {
+				t.Fatalf("sessions on an event loop: %d, want %d", n, before-1)
+			}
+		})
+	}
+}
