@@ -478,8 +478,11 @@ func (l *eventLoop) finish(ls *loopSess, kind loopKind, err error) bool {
 			l.byFd[fd] = nil
 		}
 	}
+	// Released before the session hears of it, so that anything the session
+	// then does (an answer to the client) comes after the loop let it go.
+	last := l.srv.loopRelease(l)
 	ls.done <- loopResult{kind: kind, err: err, ls: ls}
-	if l.srv.loopRelease(l) {
+	if last {
 		l.stopping = true
 		l.mu.Lock()
 		l.stopped = true
