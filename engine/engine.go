@@ -76,6 +76,7 @@ type Engine struct {
 
 	once     sync.Once
 	visible  visibility
+	internal sealedQueries
 	profiles map[string]*Profile
 	lex      lexicons
 }
@@ -434,11 +435,7 @@ const maxInternalBytes = 64 << 20
 // internalQuery runs one of the engine's own catalog queries on the asking
 // session, through the same guard and executor as generated SQL.
 func (e *Engine) internalQuery(ctx context.Context, a *ask, sql string, maxRows int) (*Rows, error) {
-	opts := guard.Options{Catalog: internalFunctions}
-	if a.sess != nil {
-		opts.Names = a.sess.names
-	}
-	stmt, err := guard.Seal(sql, opts)
+	stmt, err := e.internal.seal(sql)
 	if err != nil {
 		return nil, fmt.Errorf("engine: internal query refused: %w", err)
 	}

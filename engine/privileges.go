@@ -19,7 +19,9 @@ import (
 // factsSQL asks the client's own session, under the pinned resolution of
 // every scope, which tables have row-level security in force for it, which
 // relations and types would make the server run code the guard cannot judge
-// (see guard.Names.Unsafe), and the user-defined types it may name. A type
+// (see guard.Names.Unsafe), the user-defined types it may name, and a
+// digest of everything column visibility depends on (ACLs, owners,
+// memberships, role attributes), which keys the visibility cache. A type
 // is unsafe when a cast to or from it (unless it is pg_catalog's and the
 // other side is not: such a cast runs only on values of the other, user
 // type), its input/output, or a domain check calls a function
@@ -48,7 +50,10 @@ seed AS (
     AND (d.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace OR s.typnamespace = 'pg_catalog'::pg_catalog.regnamespace)
   UNION ALL
   SELECT t.oid, 'its input or output calls ' || f.oid::pg_catalog.regprocedure::text
-  FROM pg_catalog.pg_type t JOIN bad_fn f ON f.oid IN (t.typinput, t.typoutput, t.typreceive, t.typsend, t.typmodin, t.typmodout)
+  FROM pg_catalog.pg_type t
+  CROSS JOIN LATERAL (VALUES (t.typinput::pg_catalog.oid), (t.typoutput::pg_catalog.oid), (t.typreceive::pg_catalog.oid),
+    (t.typsend::pg_catalog.oid), (t.typmodin::pg_catalog.oid), (t.typmodout::pg_catalog.oid)) AS io(fn)
+  JOIN bad_fn f ON f.oid = io.fn
   UNION ALL
   SELECT con.contypid, 'its check ' || con.conname::text || ' calls ' || d.refobjid::pg_catalog.regprocedure::text
   FROM pg_catalog.pg_constraint con
@@ -82,7 +87,7 @@ edge AS (
   UNION ALL SELECT r.rngtypid, r.rngsubtype FROM pg_catalog.pg_range r
   UNION ALL SELECT r.rngmultitypid, r.rngtypid FROM pg_catalog.pg_range r
   UNION ALL SELECT c.reltype, a.atttypid FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-  WHERE a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+  WHERE EXISTS (SELECT 1 FROM seed) AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
     AND (a.atttypid IN (SELECT s.t FROM seed s)
          OR a.atttypid IN (SELECT t.oid FROM pg_catalog.pg_type t WHERE t.typnamespace <> 'pg_catalog'::pg_catalog.regnamespace))
 ),
@@ -107,9 +112,26 @@ JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.r
 JOIN taint x ON x.t = d.refobjid
 GROUP BY 2, 3, x.t
 UNION ALL
+SELECT 'acl', '', '', pg_catalog.md5(pg_catalog.concat(
+  (SELECT pg_catalog.string_agg(c.oid::text || ':' || c.relowner::text || ':' || COALESCE(c.relacl::text, ''), ',' ORDER BY c.oid)
+     FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')),
+  (SELECT pg_catalog.string_agg(a.attrelid::text || '.' || a.attnum::text || ':' || a.attacl::text, ',' ORDER BY a.attrelid, a.attnum)
+     FROM pg_catalog.pg_attribute a WHERE a.attacl IS NOT NULL),
+  (SELECT pg_catalog.string_agg(s.oid::text || ':' || s.nspowner::text || ':' || COALESCE(s.nspacl::text, ''), ',' ORDER BY s.oid)
+     FROM pg_catalog.pg_namespace s),
+  (SELECT pg_catalog.string_agg(m.roleid::text || '>' || m.member::text || ':' || m.admin_option::text, ',' ORDER BY m.roleid, m.member)
+     FROM pg_catalog.pg_auth_members m),
+  (SELECT pg_catalog.string_agg(r.oid::text || ':' || r.rolsuper::text || r.rolinherit::text || r.rolbypassrls::text, ',' ORDER BY r.oid)
+     FROM pg_catalog.pg_roles r)))
+UNION ALL
 SELECT 'rls', n.nspname::text, c.relname::text, ''
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relrowsecurity AND pg_catalog.row_security_active(c.oid)
+UNION ALL
+SELECT 'shadow', 'pg_catalog', b.typname::text, ''
+FROM pg_catalog.pg_type b
+WHERE b.typnamespace = 'pg_catalog'::pg_catalog.regnamespace
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_type u WHERE u.typname = b.typname AND u.typnamespace <> b.typnamespace)
 UNION ALL
 SELECT 'type', n.nspname::text, t.typname::text, ''
 FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
@@ -139,7 +161,35 @@ ORDER BY 1, 2, 3`
 // call; they are sealed with this list rather than the database's catalog,
 // which tests and tools may not have.
 var internalFunctions = guard.Builtins{"min": guard.Immutable, "row_security_active": guard.Stable,
-	"has_schema_privilege": guard.Stable, "has_column_privilege": guard.Stable}
+	"has_schema_privilege": guard.Stable, "has_column_privilege": guard.Stable,
+	"md5": guard.Immutable, "concat": guard.Stable, "string_agg": guard.Immutable}
+
+// sealedQueries keeps the engine's own session queries sealed once: they
+// are constant, and sealing one the size of factsSQL costs milliseconds.
+// They are sealed with pg_catalog resolution only (guard.SearchPath{}):
+// every relation they read is pg_catalog's, and no type they name may be
+// taken for a session's own type of the same name.
+type sealedQueries struct {
+	mu    sync.Mutex
+	stmts map[string]guard.Statement
+}
+
+func (q *sealedQueries) seal(sql string) (guard.Statement, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if st, ok := q.stmts[sql]; ok {
+		return st, nil
+	}
+	st, err := guard.Seal(sql, guard.Options{Catalog: internalFunctions, Names: guard.SearchPath{}})
+	if err != nil {
+		return guard.Statement{}, err
+	}
+	if q.stmts == nil {
+		q.stmts = map[string]guard.Statement{}
+	}
+	q.stmts[sql] = st
+	return st, nil
+}
 
 // maxVisibleColumns bounds the privilege query's result.
 const maxVisibleColumns = 200_000
@@ -158,6 +208,9 @@ type session struct {
 	secured map[string]bool
 	// names resolves names as this session does, for the guard.
 	names *sessionNames
+	// privileges digests what column visibility depends on, as the
+	// session sees it now.
+	privileges string
 }
 
 // key is what a translation depends on besides question and schema.
@@ -182,11 +235,15 @@ type sessionNames struct {
 	functions map[string]map[string]bool // schema -> user function names
 	unsafe    map[string]string          // "schema.name" -> why
 	unsafeAny map[string]string          // "name" -> why, in some schema
+	// builtinTypes are names pg_catalog has a type of that a user type or
+	// relation has too.
+	builtinTypes map[string]bool
 }
 
 func newSessionNames(path []string, schema *catalog.Schema) *sessionNames {
 	n := &sessionNames{schema: schema, relations: map[string]map[string]bool{}, types: map[string]map[string]bool{},
-		functions: map[string]map[string]bool{}, unsafe: map[string]string{}, unsafeAny: map[string]string{}}
+		functions: map[string]map[string]bool{}, unsafe: map[string]string{}, unsafeAny: map[string]string{},
+		builtinTypes: map[string]bool{}}
 	for _, p := range path {
 		if !strings.HasPrefix(p, "pg_temp") && !strings.HasPrefix(p, "pg_toast_temp") {
 			n.path = append(n.path, p)
@@ -234,12 +291,24 @@ func (n *sessionNames) Relation(name string) string {
 	return ""
 }
 
-// Type implements guard.Names: a user type, or a relation's row type.
+// Type implements guard.Names: a user type, or a relation's row type, found
+// as Postgres finds types: pg_catalog first unless the path names it later.
 func (n *sessionNames) Type(name string) string {
-	if s := n.find(n.types, name); s != "" {
-		return s
+	path := n.path
+	if !slices.Contains(path, "pg_catalog") {
+		path = append([]string{"pg_catalog"}, path...)
 	}
-	return n.find(n.relations, name)
+	for _, s := range path {
+		switch {
+		case s == "pg_catalog":
+			if n.builtinTypes[name] {
+				return ""
+			}
+		case n.types[s][name] || n.relations[s][name]:
+			return s
+		}
+	}
+	return ""
 }
 
 // Function implements guard.Names.
@@ -298,7 +367,7 @@ func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalo
 	if len(e.Guard.AllowFunctions) > 0 {
 		sql += "\nUNION ALL\n" + functionsSQL
 	}
-	stmt, err := guard.Seal(sql, guard.Options{Catalog: internalFunctions, Names: s.names})
+	stmt, err := e.internal.seal(sql)
 	if err != nil {
 		return nil, fmt.Errorf("engine: session query refused: %w", err)
 	}
@@ -317,8 +386,14 @@ func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalo
 		switch *r[0] {
 		case "rls":
 			s.secured[schema+"."+name] = true
+		case "acl":
+			if r[3] != nil {
+				s.privileges = *r[3]
+			}
 		case "type":
 			add(s.names.types, schema, name)
+		case "shadow":
+			s.names.builtinTypes[name] = true
 		case "func":
 			add(s.names.functions, schema, name)
 		case "unsafe":
@@ -357,11 +432,9 @@ func (e *Engine) SessionNames(ctx context.Context, database string, exec Executo
 	return s.names, nil
 }
 
-// visibility caches, per database, role, schema fingerprint and the role's
-// privileges as the server reported them for this ask, the part of the
-// catalog schema the role may read: the model is shown only that. The
-// privileges are asked of the session on every ask (one query), so a GRANT
-// or REVOKE takes effect on the next ask; the cache saves only the filtering.
+// visibility caches, per database, role, schema fingerprint and privilege
+// digest (read from the session on every ask), the part of the catalog
+// schema the role may read: the model is shown only that.
 type visibility struct {
 	mu      sync.Mutex
 	schemas map[visibilityKey]*catalog.Schema
@@ -388,28 +461,31 @@ func (v *visibility) put(k visibilityKey, s *catalog.Schema) {
 
 // restrictToRole replaces the snapshot's schema, for this ask, with the part
 // the asking role may SELECT, without stored examples of secured tables.
+// The session's privilege digest, read on this ask, keys the cache: a
+// GRANT, REVOKE, ownership or membership change misses it, and the columns
+// are asked of the session again.
 func (e *Engine) restrictToRole(ctx context.Context, a *ask) error {
 	st := a.trace.begin("privileges")
 	defer a.trace.end(st)
 	full := a.snap.Schema
-	rows, err := e.internalQuery(ctx, a, visibleColumnsSQL, maxVisibleColumns)
-	if err != nil {
-		return fmt.Errorf("engine: privileges of %s: %w", a.sess.role, err)
-	}
-	type col struct{ s, t, c string }
-	ok := make(map[col]bool, len(rows.Values))
-	h := sha256.New()
-	for _, r := range rows.Values {
-		if len(r) == 3 && r[0] != nil && r[1] != nil && r[2] != nil {
-			ok[col{*r[0], *r[1], *r[2]}] = true
-			fmt.Fprintf(h, "%q.%q.%q\n", *r[0], *r[1], *r[2])
-		}
-	}
-	k := visibilityKey{a.req.Database, a.sess.role, full.Fingerprint, hex.EncodeToString(h.Sum(nil))}
+	k := visibilityKey{a.req.Database, a.sess.role, full.Fingerprint, a.sess.privileges}
 	s := e.visible.get(k)
-	if s == nil {
+	if s == nil || a.sess.privileges == "" {
+		rows, err := e.internalQuery(ctx, a, visibleColumnsSQL, maxVisibleColumns)
+		if err != nil {
+			return fmt.Errorf("engine: privileges of %s: %w", a.sess.role, err)
+		}
+		type col struct{ s, t, c string }
+		ok := make(map[col]bool, len(rows.Values))
+		for _, r := range rows.Values {
+			if len(r) == 3 && r[0] != nil && r[1] != nil && r[2] != nil {
+				ok[col{*r[0], *r[1], *r[2]}] = true
+			}
+		}
 		s = full.Filter(func(t *catalog.Table, c *catalog.Column) bool { return ok[col{t.Schema, t.Name, c.Name}] })
-		e.visible.put(k, s)
+		if a.sess.privileges != "" {
+			e.visible.put(k, s)
+		}
 		st.Note = fmt.Sprintf("%d of %d tables readable", len(s.Tables), len(full.Tables))
 	} else {
 		st.Note = "unchanged privileges"

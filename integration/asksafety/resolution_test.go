@@ -60,6 +60,8 @@ BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN true; END $$;
 CREATE OPERATOR mallory.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = mallory.eq);
 SET search_path = mallory, pg_catalog, public;
 CREATE VIEW mallory.eqview AS SELECT id FROM public.ledger WHERE 1::oid = 2::oid;
+CREATE TABLE mallory.int8 (x int);
+CREATE TABLE mallory.text (x int);
 GRANT SELECT ON mallory.eqview TO mallory;
 RESET search_path;
 RESET ROLE;
@@ -75,7 +77,7 @@ CREATE TYPE pg_temp.mood2 AS ENUM ('x');
 CREATE FUNCTION mallory.to_mood2_%[1]s(int) RETURNS pg_temp.mood2 LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN 'x'; END $$;
 CREATE CAST (int AS pg_temp.mood2) WITH FUNCTION mallory.to_mood2_%[1]s(int);
-CREATE TEMP TABLE ledger (id int, owner text, motto text);
+CREATE TEMP TABLE ledger (id int, owner pg_catalog.text, motto pg_catalog.text);
 INSERT INTO ledger VALUES (1, 'temp-shadow', 'temp-shadow');
 `
 
@@ -110,6 +112,11 @@ var resolutionCorpus = []resolutionVector{
 	// A view mallory made with its own = (oid, oid): the view's recorded
 	// dependencies, not its text, show the operator.
 	{id: "r16", sql: "SELECT id FROM eqview", code: "42501"},
+	// On mallory's path (pg_catalog named after its schema) ::int8 is its
+	// table's row type, as Postgres reads it: the cast fails, nothing runs.
+	// Its table "text" must not change the proxy's own probes, which name
+	// ::text (every other vector here would fail if it did).
+	{id: "r17", sql: "SELECT 1::int8"},
 	// What a statement may ask of the server.
 	{id: "r13", sql: "SELECT pg_catalog.length(pg_catalog.repeat('x', 1000000000))", code: "54000"},
 	{id: "r14", sql: "WITH " + chainedCTEs(1000) + " SELECT * FROM c999", code: "54000"},
