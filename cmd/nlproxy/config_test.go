@@ -52,6 +52,21 @@ log_format: json
 			},
 		},
 		{
+			name: "openai-compatible model server",
+			args: []string{"--upstream", "postgres://u@h/d", "--llm-api", "openai", "--ollama-host", "http://127.0.0.1:8080/v1", "--llm-api-key-file", "/run/key"},
+			env:  map[string]string{"NLPROXY_LLM_API_KEY": "tok"},
+			check: func(t *testing.T, c Config) {
+				if e := c.Engine; e.LLMAPI != "openai" || e.LLMAPIKeyFile != "/run/key" || e.LLMAPIKey != "tok" || e.OllamaHost != "http://127.0.0.1:8080/v1" {
+					t.Errorf("llm api settings: %+v", e)
+				}
+			},
+		},
+		{
+			name:    "unknown model server api",
+			args:    []string{"--upstream", "postgres://u@h/d", "--llm-api", "grpc"},
+			wantErr: `llm-api "grpc"`,
+		},
+		{
 			name: "ask limit defaults",
 			args: []string{"--upstream", "postgres://u@h/d"},
 			check: func(t *testing.T, c Config) {
