@@ -26,9 +26,9 @@ mkdir -p "$CACHE" || skip "cannot create $CACHE"
 t0=$SECONDS
 
 # C/C++ headers the Go module zip leaves out (llama.cpp's vendor directories).
-if [ "$(id -u)" = 0 ] && { [ ! -e /usr/include/nlohmann/json.hpp ] || [ ! -e /usr/include/stb/stb_image.h ]; }; then
+if [ "$(id -u)" = 0 ] && { [ ! -e /usr/include/nlohmann/json.hpp ] || [ ! -e /usr/include/stb/stb_image.h ] || ! command -v g++ >/dev/null; }; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    nlohmann-json3-dev libstb-dev python3-venv >/dev/null 2>&1 || log "apt-get install of headers failed"
+    g++ nlohmann-json3-dev libstb-dev python3-venv >/dev/null 2>&1 || log "apt-get install of headers failed"
 fi
 
 if [ ! -x "$BIN" ]; then
