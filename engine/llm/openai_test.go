@@ -328,3 +328,30 @@ func TestNewBackend(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenAIPoolFailsOver(t *testing.T) {
+	down := newOAServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"message":"loading model"}}`)
+	})
+	up := newOAServer(t, func(w http.ResponseWriter, r *http.Request) {
+		sse(w, `{"choices":[{"delta":{"content":"SELECT 1"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`, `[DONE]`)
+	})
+	p, err := llm.NewPool(llm.Config{API: llm.APIOpenAI, Models: map[llm.Role]string{llm.RoleGenerator: "gen"}, RetryBackoff: time.Millisecond},
+		[]string{down.URL, up.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		resp, err := p.Chat(t.Context(), userAsk("q"))
+		if err != nil || resp.Content != "SELECT 1" || resp.PromptTokens != 3 {
+			t.Fatalf("call %d: %+v, %v", i, resp, err)
+		}
+	}
+	if down.chats.Load() == 0 || up.chats.Load() != 3 {
+		t.Fatalf("down saw %d, up %d chats; want down tried and up answering all 3", down.chats.Load(), up.chats.Load())
+	}
+	if got := p.BaseURL(); got != down.URL+"/v1,"+up.URL+"/v1" {
+		t.Fatalf("BaseURL = %s", got)
+	}
+}
