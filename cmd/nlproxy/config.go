@@ -16,6 +16,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/engine/llm"
 )
 
 // Config is everything `nlproxy serve` reads. Precedence, lowest first:
@@ -48,22 +49,28 @@ type Config struct {
 
 // EngineConfig configures natural-language questions.
 type EngineConfig struct {
-	Disabled     bool     `yaml:"disabled"`
-	OllamaHost   string   `yaml:"ollama_host"`
-	Model        string   `yaml:"model"`       // generator
-	SmallModel   string   `yaml:"small_model"` // cheap steps; defaults to Model
-	EmbedModel   string   `yaml:"embed_model"` // optional
-	NumCtx       int      `yaml:"num_ctx"`
-	AskTimeout   Duration `yaml:"ask_timeout"`
-	CallTimeout  Duration `yaml:"call_timeout"`
-	TrialTimeout Duration `yaml:"trial_timeout"`
-	RunTimeout   Duration `yaml:"statement_timeout"`
-	CacheTTL     Duration `yaml:"cache_ttl"`
-	CacheSize    int      `yaml:"cache_size"`
-	CatalogDSN   string   `yaml:"catalog_dsn"`
-	DataDir      string   `yaml:"data_dir"`
-	RefreshEvery Duration `yaml:"catalog_refresh"`
-	Glossary     string   `yaml:"glossary"`
+	Disabled   bool   `yaml:"disabled"`
+	OllamaHost string `yaml:"ollama_host"`
+	// LLMAPI is the model servers' API: ollama (default) or openai.
+	LLMAPI string `yaml:"llm_api"`
+	// LLMAPIKeyFile holds the bearer token for an OpenAI-compatible server
+	// (env NLPROXY_LLM_API_KEY gives the token itself).
+	LLMAPIKeyFile string   `yaml:"llm_api_key_file"`
+	LLMAPIKey     string   `yaml:"-"`
+	Model         string   `yaml:"model"`       // generator
+	SmallModel    string   `yaml:"small_model"` // cheap steps; defaults to Model
+	EmbedModel    string   `yaml:"embed_model"` // optional
+	NumCtx        int      `yaml:"num_ctx"`
+	AskTimeout    Duration `yaml:"ask_timeout"`
+	CallTimeout   Duration `yaml:"call_timeout"`
+	TrialTimeout  Duration `yaml:"trial_timeout"`
+	RunTimeout    Duration `yaml:"statement_timeout"`
+	CacheTTL      Duration `yaml:"cache_ttl"`
+	CacheSize     int      `yaml:"cache_size"`
+	CatalogDSN    string   `yaml:"catalog_dsn"`
+	DataDir       string   `yaml:"data_dir"`
+	RefreshEvery  Duration `yaml:"catalog_refresh"`
+	Glossary      string   `yaml:"glossary"`
 	// Schemas narrows the catalog to these schemas; empty: every schema the
 	// catalog role may use.
 	Schemas []string `yaml:"schemas"`
@@ -267,6 +274,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	e := &cfg.Engine
 	fs.BoolVar(&e.Disabled, "no-engine", e.Disabled, "relay only: answer natural-language statements with an error (env NLPROXY_NO_ENGINE)")
 	fs.Var(&hostList{dst: &e.OllamaHost}, "ollama-host", "Ollama server; several (repeat the flag, or comma-separate) share the model calls (env OLLAMA_HOST or NLPROXY_OLLAMA_HOST; default http://127.0.0.1:11434)")
+	fs.StringVar(&e.LLMAPI, "llm-api", e.LLMAPI, "the model servers' API: ollama, or openai for OpenAI-compatible servers (llama.cpp, vLLM, LM Studio, LocalAI; --ollama-host then names e.g. http://127.0.0.1:8080/v1) (env NLPROXY_LLM_API)")
+	fs.StringVar(&e.LLMAPIKeyFile, "llm-api-key-file", e.LLMAPIKeyFile, "file holding the bearer token sent to an OpenAI-compatible server (env NLPROXY_LLM_API_KEY_FILE; or the token itself in NLPROXY_LLM_API_KEY)")
 	fs.StringVar(&e.Model, "model", e.Model, "Ollama model that writes SQL (env NLPROXY_MODEL)")
 	fs.StringVar(&e.SmallModel, "small-model", e.SmallModel, "Ollama model for cheap steps such as keyword extraction; default: --model (env NLPROXY_SMALL_MODEL)")
 	fs.StringVar(&e.EmbedModel, "embed-model", e.EmbedModel, "optional Ollama embedding model for retrieval (env NLPROXY_EMBED_MODEL)")
@@ -415,6 +424,9 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	boolean("NLPROXY_NO_ENGINE", &e.Disabled)
 	str("OLLAMA_HOST", &e.OllamaHost)
 	str("NLPROXY_OLLAMA_HOST", &e.OllamaHost)
+	str("NLPROXY_LLM_API", &e.LLMAPI)
+	str("NLPROXY_LLM_API_KEY_FILE", &e.LLMAPIKeyFile)
+	str("NLPROXY_LLM_API_KEY", &e.LLMAPIKey)
 	str("NLPROXY_MODEL", &e.Model)
 	str("NLPROXY_SMALL_MODEL", &e.SmallModel)
 	str("NLPROXY_EMBED_MODEL", &e.EmbedModel)
@@ -540,6 +552,11 @@ func (c Config) validate() error {
 	if !c.Engine.Disabled {
 		if c.Engine.Model == "" {
 			errs = append(errs, errors.New("model is empty (set --model, or --no-engine to relay only)"))
+		}
+		switch strings.ToLower(c.Engine.LLMAPI) {
+		case "", llm.APIOllama, llm.APIOpenAI:
+		default:
+			errs = append(errs, fmt.Errorf("llm-api %q: want %s or %s", c.Engine.LLMAPI, llm.APIOllama, llm.APIOpenAI))
 		}
 		if c.Engine.NumCtx < 512 {
 			errs = append(errs, fmt.Errorf("num-ctx %d is too small (at least 512)", c.Engine.NumCtx))

@@ -63,6 +63,16 @@ engine:
 			},
 		},
 		{
+			name: "openai-compatible model server",
+			args: []string{"--upstream", "postgres://u@h/d", "--llm-api", "openai", "--ollama-host", "http://127.0.0.1:8080/v1", "--llm-api-key-file", "/run/key"},
+			env:  map[string]string{"NLPROXY_LLM_API_KEY": "tok"},
+			check: func(t *testing.T, c Config) {
+				if e := c.Engine; e.LLMAPI != "openai" || e.LLMAPIKeyFile != "/run/key" || e.LLMAPIKey != "tok" || e.OllamaHost != "http://127.0.0.1:8080/v1" {
+					t.Errorf("llm api settings: %+v", e)
+				}
+			},
+		},
+		{
 			name: "question limit by env",
 			args: []string{"--upstream", "postgres://u@h/d"},
 			env:  map[string]string{"NLPROXY_MAX_QUESTION_BYTES": "2048"},
@@ -76,6 +86,11 @@ engine:
 			name:    "question limit must be positive",
 			args:    []string{"--upstream", "postgres://u@h/d", "--max-question-bytes", "0"},
 			wantErr: "max-question-bytes 0: must be positive",
+		},
+		{
+			name:    "unknown model server api",
+			args:    []string{"--upstream", "postgres://u@h/d", "--llm-api", "grpc"},
+			wantErr: `llm-api "grpc"`,
 		},
 		{
 			name: "ask limit defaults",

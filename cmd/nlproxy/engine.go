@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -74,7 +76,17 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	if small == "" {
 		small = ec.Model
 	}
+	key := ec.LLMAPIKey
+	if ec.LLMAPIKeyFile != "" {
+		b, err := os.ReadFile(ec.LLMAPIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("llm-api-key-file: %w", err)
+		}
+		key = strings.TrimSpace(string(b))
+	}
 	lcfg := llm.Config{
+		API:         strings.ToLower(ec.LLMAPI),
+		APIKey:      key,
 		Models:      map[llm.Role]string{llm.RoleGenerator: ec.Model, llm.RoleSmall: small, llm.RoleEmbedding: ec.EmbedModel},
 		NumCtx:      ec.NumCtx,
 		CallTimeout: time.Duration(ec.CallTimeout),

@@ -28,11 +28,25 @@ const (
 	defaultOllamaPort     = "11434"
 )
 
-// Config configures an OllamaClient.
+// Model server APIs (Config.API).
+const (
+	APIOllama = "ollama" // Ollama's native /api/chat, /api/embed, /api/tags
+	// APIOpenAI is the OpenAI-compatible API that llama.cpp's server, vLLM,
+	// LM Studio, LocalAI and Ollama itself serve under /v1.
+	APIOpenAI = "openai"
+)
+
+// Config configures an OllamaClient or an OpenAIClient.
 type Config struct {
+	// API is APIOllama (default) or APIOpenAI; NewBackend picks the client.
+	API string
+	// APIKey, when set, is sent as a bearer token (OpenAI-compatible servers
+	// started with an API key).
+	APIKey string
 	// Host of the Ollama server, in any form OLLAMA_HOST accepts:
 	// "http://h:p", "h:p", "h", ":p", "0.0.0.0:11434", "[::1]:11434".
-	// Empty means $OLLAMA_HOST, else DefaultHost.
+	// Empty means $OLLAMA_HOST, else DefaultHost. For APIOpenAI the path
+	// is the API's base ("http://h:8080/v1"); without one, /v1.
 	Host string
 	// Models per role; an empty model for a role makes calls for it fail
 	// with ErrNoModel.

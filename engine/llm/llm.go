@@ -1,6 +1,6 @@
 // Package llm is the engine's access to a local language model: a Client
-// interface (implemented for Ollama by OllamaClient; an OpenAI-compatible
-// local server can be added behind the same interface), typed errors, a
+// interface (implemented for Ollama by OllamaClient and for OpenAI-compatible
+// servers by OpenAIClient), typed errors, a
 // startup model check, and defensive parsing of small models' output
 // (ExtractSQL, ExtractJSON, ChatJSON).
 package llm

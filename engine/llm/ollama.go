@@ -20,10 +20,18 @@ import (
 
 // OllamaClient is a Client for an Ollama server.
 type OllamaClient struct {
+	caller
+	api *api.Client
+}
+
+// caller is what both backends share: the effective configuration and the
+// retry loop with its error classification.
+type caller struct {
 	cfg  Config
 	base *url.URL
-	api  *api.Client
 	log  *zap.Logger
+	// missingHint tells the operator how to install a missing model.
+	missingHint func(model string) string
 }
 
 var _ Client = (*OllamaClient)(nil)
@@ -31,6 +39,16 @@ var _ Client = (*OllamaClient)(nil)
 // New validates cfg, fills defaults and returns a client. It does not
 // contact the server; call CheckModels for that.
 func New(cfg Config) (*OllamaClient, error) {
+	cl, err := newCaller(cfg, "ollama")
+	if err != nil {
+		return nil, err
+	}
+	cl.missingHint = pullHint
+	return &OllamaClient{caller: cl, api: api.NewClient(cl.base, cl.cfg.HTTPClient)}, nil
+}
+
+// newCaller fills cfg's defaults and parses its host.
+func newCaller(cfg Config, api string) (caller, error) {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
@@ -39,8 +57,9 @@ func New(cfg Config) (*OllamaClient, error) {
 	}
 	base, err := ParseHost(cfg.Host)
 	if err != nil {
-		return nil, err
+		return caller{}, err
 	}
+	cfg.API = api
 	if cfg.NumCtx <= 0 {
 		cfg.NumCtx = DefaultNumCtx
 	}
@@ -78,19 +97,14 @@ func New(cfg Config) (*OllamaClient, error) {
 		models[r] = strings.TrimSpace(m)
 	}
 	cfg.Models = models
-	return &OllamaClient{
-		cfg:  cfg,
-		base: base,
-		api:  api.NewClient(base, cfg.HTTPClient),
-		log:  cfg.Logger.Named("llm"),
-	}, nil
+	return caller{cfg: cfg, base: base, log: cfg.Logger.Named("llm")}, nil
 }
 
 // BaseURL is the server address the client talks to.
-func (c *OllamaClient) BaseURL() string { return c.base.String() }
+func (c *caller) BaseURL() string { return c.base.String() }
 
 // Config returns the effective configuration (defaults filled in).
-func (c *OllamaClient) Config() Config {
+func (c *caller) Config() Config {
 	cfg := c.cfg
 	cfg.Models = make(map[Role]string, len(c.cfg.Models))
 	for r, m := range c.cfg.Models {
@@ -100,7 +114,7 @@ func (c *OllamaClient) Config() Config {
 }
 
 // ModelFor returns the model configured for role, or "".
-func (c *OllamaClient) ModelFor(role Role) string { return c.cfg.Models[role] }
+func (c *caller) ModelFor(role Role) string { return c.cfg.Models[role] }
 
 func (c *OllamaClient) keepAlive() *api.Duration {
 	if c.cfg.KeepAlive == 0 {
@@ -251,6 +265,13 @@ func (c *OllamaClient) ListModels(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
+func (c *caller) unreachableHint() string {
+	if c.cfg.API == APIOpenAI {
+		return "is the model server running at " + c.base.String() + "?"
+	}
+	return "is Ollama running at " + c.base.String() + "? start it with `ollama serve`"
+}
+
 var errIncomplete = errors.New("response ended before done")
 
 // errAnswerTooLong: the answer passed Config.MaxAnswerBytes; reading stops.
@@ -258,7 +279,7 @@ var errAnswerTooLong = errors.New("model answer exceeds the size limit")
 
 // retry runs fn with a per-call timeout, retrying retryable failures with
 // exponential backoff. It returns the number of attempts made.
-func (c *OllamaClient) retry(ctx context.Context, op, model, step string, fn func(context.Context) error) (int, error) {
+func (c *caller) retry(ctx context.Context, op, model, step string, fn func(context.Context) error) (int, error) {
 	backoff := c.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		callCtx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
@@ -275,14 +296,14 @@ func (c *OllamaClient) retry(ctx context.Context, op, model, step string, fn fun
 		e := classify(err, timedOut)
 		e.Op, e.Model, e.Step, e.Attempts = op, model, step, attempt
 		if errors.Is(e.Kind, ErrModelMissing) {
-			e.Hint = pullHint(model)
+			e.Hint = c.missingHint(model)
 		}
 		if errors.Is(e.Kind, ErrTimeout) {
 			e.Limit = c.cfg.CallTimeout
 			e.Hint = fmt.Sprintf("each call is limited to %s (CallTimeout)", c.cfg.CallTimeout)
 		}
 		if errors.Is(e.Kind, ErrUnreachable) {
-			e.Hint = "is Ollama running at " + c.base.String() + "? start it with `ollama serve`"
+			e.Hint = c.unreachableHint()
 		}
 		if !retryable(e) || attempt > c.cfg.MaxRetries {
 			return attempt, e

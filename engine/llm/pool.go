@@ -14,7 +14,8 @@ import (
 	"github.com/nlproxy/nlproxy/internal/metrics"
 )
 
-// Pool is a Client over several Ollama servers with the same models. Each
+// Pool is a Client over several model servers (Ollama or OpenAI-compatible,
+// Config.API) with the same models. Each
 // call goes to the server with the least outstanding work (estimated
 // tokens of the calls in flight there); a server that fails with transport
 // trouble, a timeout, a 5xx or a missing model is skipped for a while
@@ -35,7 +36,7 @@ type Pool struct {
 }
 
 type member struct {
-	c    *OllamaClient
+	c    Backend
 	name string // base URL, the metrics label
 	// under Pool.mu:
 	work      int64 // estimated tokens in flight
@@ -70,13 +71,13 @@ func NewPool(cfg Config, hosts []string, m *metrics.Metrics) (*Pool, error) {
 	for _, h := range hosts {
 		c := cfg
 		c.Host = h
-		mc, err := New(c)
+		mc, err := NewBackend(c)
 		if err != nil {
-			return nil, fmt.Errorf("ollama host %q: %w", h, err)
+			return nil, fmt.Errorf("model server %q: %w", h, err)
 		}
 		name := mc.BaseURL()
 		if seen[name] {
-			return nil, fmt.Errorf("ollama host %s given twice", name)
+			return nil, fmt.Errorf("model server %s given twice", name)
 		}
 		seen[name] = true
 		p.members = append(p.members, &member{c: mc, name: name})
@@ -145,8 +146,8 @@ func (p *Pool) Servers() []ServerStatus {
 }
 
 // Members returns the per-server clients (start-up checks).
-func (p *Pool) Members() []*OllamaClient {
-	out := make([]*OllamaClient, len(p.members))
+func (p *Pool) Members() []Backend {
+	out := make([]Backend, len(p.members))
 	for i, m := range p.members {
 		out[i] = m.c
 	}
@@ -254,7 +255,7 @@ func serverFault(err error) bool {
 // do runs fn on servers until one succeeds, the failure is the request's
 // own, or the attempts are spent.
 // observe, when set, records each attempt (metrics).
-func (p *Pool) do(ctx context.Context, work int64, fn func(*OllamaClient) error, observe func(server string, d time.Duration, err error)) (*member, error) {
+func (p *Pool) do(ctx context.Context, work int64, fn func(Backend) error, observe func(server string, d time.Duration, err error)) (*member, error) {
 	tried := make([]bool, len(p.members))
 	attempts := len(p.members) + p.retries
 	backoff := p.backoff
@@ -320,7 +321,7 @@ func (p *Pool) Chat(ctx context.Context, req ChatRequest) (ChatResponse, error) 
 		}
 	}
 	var resp ChatResponse
-	_, err := p.do(ctx, p.chatWork(req), func(c *OllamaClient) error {
+	_, err := p.do(ctx, p.chatWork(req), func(c Backend) error {
 		var err error
 		resp, err = c.Chat(ctx, req)
 		return err
@@ -341,7 +342,7 @@ func (p *Pool) Embed(ctx context.Context, model string, texts []string) ([][]flo
 		label = p.ModelFor(RoleEmbedding)
 	}
 	var out [][]float32
-	_, err := p.do(ctx, int64(n/4+1), func(c *OllamaClient) error {
+	_, err := p.do(ctx, int64(n/4+1), func(c Backend) error {
 		var err error
 		out, err = c.Embed(ctx, model, texts)
 		return err
@@ -354,7 +355,7 @@ func (p *Pool) Embed(ctx context.Context, model string, texts []string) ([][]flo
 // ListModels implements Client: the models of the first server that answers.
 func (p *Pool) ListModels(ctx context.Context) ([]string, error) {
 	var out []string
-	_, err := p.do(ctx, 0, func(c *OllamaClient) error {
+	_, err := p.do(ctx, 0, func(c Backend) error {
 		var err error
 		out, err = c.ListModels(ctx)
 		return err

@@ -1,0 +1,492 @@
+package realmodel_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/sampledb"
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/integration/clienttest"
+	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/proxy"
+)
+
+const (
+	db      = "shop"
+	askUser = "asker"
+	askPass = "asker-secret"
+	numCtx  = 4096
+	// maxTokens caps every completion: a 270M model on 2 idle cores writes
+	// 40–70 tokens a second, on a loaded CI machine far fewer.
+	maxTokens = 96
+	// askBudget bounds each ask. On a loaded machine the real model may not
+	// finish in it; the ask must then end in 57014 with the session usable,
+	// which is machinery this suite checks as well.
+	askBudget = 30 * time.Second
+)
+
+// env is the real server the setup script started, or a skip.
+func env(t *testing.T) (host, model, embed, logPath string) {
+	t.Helper()
+	host = os.Getenv("NLPROXY_REAL_OLLAMA")
+	if host == "" {
+		t.Skip("no real model server: NLPROXY_REAL_OLLAMA unset (run `eval \"$(scripts/realmodels.sh)\"` first; .ci/run does)")
+	}
+	model = os.Getenv("NLPROXY_REAL_MODEL")
+	if model == "" {
+		t.Skip("NLPROXY_REAL_MODEL unset")
+	}
+	return host, model, os.Getenv("NLPROXY_REAL_EMBED_MODEL"), os.Getenv("NLPROXY_REAL_OLLAMA_LOG")
+}
+
+// call is one chat request as the real server answered it.
+type call struct {
+	Prompt, Eval int  // prompt_eval_count, eval_count
+	Gone         bool // the engine closed the connection before the answer
+}
+
+// recorder forwards to the real Ollama and keeps, per chat request, the
+// token counts the server reported: the figures the engine must add up.
+type recorder struct {
+	target string
+	mu     sync.Mutex
+	calls  []call
+	// started receives a value when a chat request arrives (buffered; the
+	// cancellation test waits on it).
+	started chan struct{}
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	chat := req.URL.Path == "/api/chat"
+	if chat {
+		select {
+		case r.started <- struct{}{}:
+		default:
+		}
+	}
+	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.target+req.URL.RequestURI(), req.Body)
+	out.Header = req.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		if chat && req.Context().Err() != nil {
+			r.add(call{Gone: true})
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if chat {
+		// Recorded before the engine gets the answer, so that the ask's
+		// figures are all here when it ends.
+		r.record(body, resp.StatusCode, err != nil || req.Context().Err() != nil)
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
+}
+
+func (r *recorder) record(body []byte, status int, gone bool) {
+	if gone {
+		r.add(call{Gone: true})
+		return
+	}
+	// Non-streamed: one object; streamed: the last line carries the counts.
+	lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
+	var last struct {
+		PromptEvalCount int `json:"prompt_eval_count"`
+		EvalCount       int `json:"eval_count"`
+	}
+	if json.Unmarshal(lines[len(lines)-1], &last) == nil && status == http.StatusOK {
+		r.add(call{Prompt: last.PromptEvalCount, Eval: last.EvalCount})
+	}
+}
+
+func (r *recorder) add(c call) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+}
+
+// take returns the calls recorded since the last take.
+func (r *recorder) take() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.calls
+	r.calls = nil
+	return out
+}
+
+type fixture struct {
+	cluster *pgtest.Cluster
+	rec     *recorder
+	cats    *catalog.Manager
+	model   string
+	logPath string
+
+	asksMu sync.Mutex
+	asks   []*proxy.AskRecord
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	host, model, _, logPath := env(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	if err := cluster.CreateRole(ctx, askUser, askPass, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db+" OWNER "+askUser); err != nil {
+		t.Fatal(err)
+	}
+	owner, err := pgx.Connect(ctx, cluster.URL(askUser, askPass, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	if err := sampledb.Load(ctx, owner, sampledb.Small); err != nil {
+		t.Fatalf("load sample db: %v", err)
+	}
+	base, err := llm.ParseHost(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{target: base.String(), started: make(chan struct{}, 1)}
+	cats := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
+		return cluster.Connect(ctx, database)
+	}}
+	t.Cleanup(func() { cats.Close() })
+	if _, err := cats.Get(ctx, db); err != nil {
+		t.Fatalf("catalog: %v", err)
+	}
+	f := &fixture{cluster: cluster, rec: rec, cats: cats, model: model, logPath: logPath}
+	return f
+}
+
+// proxyFor serves a proxy whose engine asks the real model through the
+// recorder; embedModel, when set, turns on embedding retrieval.
+func (f *fixture) proxyFor(t *testing.T, host, embedModel string) string {
+	t.Helper()
+	return f.proxyWith(t, host, embedModel, askBudget)
+}
+
+func (f *fixture) proxyWith(t *testing.T, host, embedModel string, budget time.Duration) string {
+	t.Helper()
+	client, err := llm.NewPool(llm.Config{
+		Host:        host,
+		Models:      map[llm.Role]string{llm.RoleGenerator: f.model, llm.RoleSmall: f.model, llm.RoleEmbedding: embedModel},
+		NumCtx:      numCtx,
+		MaxTokens:   maxTokens,
+		CallTimeout: budget,
+		MaxRetries:  -1, // each request the recorder sees is one call
+		Logger:      zap.NewNop(),
+	}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &engine.Engine{
+		LLM:          client,
+		Catalogs:     f.cats,
+		AskTimeout:   budget,
+		TrialTimeout: 10 * time.Second,
+		NumCtx:       numCtx,
+	}
+	if embedModel != "" {
+		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, embedModel)}
+	}
+	srv := &proxy.Server{
+		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 4, CostSlack: -1}},
+		OnAsk: func(r *proxy.AskRecord) {
+			f.asksMu.Lock()
+			f.asks = append(f.asks, r)
+			f.asksMu.Unlock()
+		},
+	}
+	return clienttest.ServeProxy(t, srv)
+}
+
+func (f *fixture) lastAsk() *proxy.AskRecord {
+	f.asksMu.Lock()
+	defer f.asksMu.Unlock()
+	if len(f.asks) == 0 {
+		return nil
+	}
+	return f.asks[len(f.asks)-1]
+}
+
+func (f *fixture) connect(t *testing.T, addr string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", askUser, askPass, addr, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// outcome runs one ask and says how it ended: rows, or a SQLSTATE. Any
+// other failure (a broken connection, an error without a code) fails.
+func outcome(ctx context.Context, t *testing.T, c *pgx.Conn, sql string) string {
+	t.Helper()
+	rows, err := c.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	if err == nil {
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		err = rows.Err()
+		if err == nil {
+			return fmt.Sprintf("rows:%d", n)
+		}
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code == "" {
+		t.Fatalf("%s: not rows nor a clean SQLSTATE: %v", sql, err)
+	}
+	if strings.HasPrefix(pe.Code, "XX") {
+		t.Fatalf("%s: internal error %s: %s", sql, pe.Code, pe.Message)
+	}
+	return "sqlstate:" + pe.Code
+}
+
+func assertUsable(ctx context.Context, t *testing.T, c *pgx.Conn) {
+	t.Helper()
+	var n int
+	if err := c.QueryRow(ctx, "SELECT 40 + 2", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("session unusable after the ask: %d, %v", n, err)
+	}
+	if s := c.PgConn().TxStatus(); s != 'I' {
+		t.Fatalf("transaction status %c after the ask, want I", s)
+	}
+}
+
+// checkCounts: the tokens the proxy reports are the real server's
+// prompt_eval_count/eval_count, every answered call is counted, and no
+// prompt filled num_ctx (Ollama would have cut it silently). Calls the
+// engine abandoned (a stage settled early, or the budget ran out) carry no
+// tokens; one may be recorded after its ask ended, so they bound nothing.
+func (f *fixture) checkCounts(t *testing.T, calls []call) (prompt, completion int) {
+	t.Helper()
+	rec := f.lastAsk()
+	if rec == nil {
+		t.Fatal("the proxy reported no ask")
+	}
+	done := 0
+	for _, c := range calls {
+		if c.Gone {
+			continue
+		}
+		done++
+		if c.Prompt >= numCtx {
+			t.Errorf("prompt of %d tokens reached num_ctx %d", c.Prompt, numCtx)
+		}
+		if c.Eval > maxTokens {
+			t.Errorf("completion of %d tokens passed num_predict %d", c.Eval, maxTokens)
+		}
+		prompt += c.Prompt
+		completion += c.Eval
+	}
+	if rec.Report == nil || rec.Report.Cached {
+		return
+	}
+	r := rec.Report
+	if r.LLMCalls < done || r.PromptTokens != prompt || r.CompletionTokens != completion {
+		t.Errorf("report says %d calls, %d+%d tokens; the server answered %d calls with %d+%d tokens",
+			r.LLMCalls, r.PromptTokens, r.CompletionTokens, done, prompt, completion)
+	}
+	return
+}
+
+// Questions about the demo shop: easy, vague, and one it cannot answer.
+var questions = []string{
+	"How many customers are there?",
+	"List the five most expensive products with their price",
+	"Total order amount per month in 2024",
+	"What is the weather in Paris today?",
+}
+
+func TestRealModelProfiles(t *testing.T) {
+	f := newFixture(t)
+	addr := f.proxyFor(t, f.recURL(t), "")
+	c := f.connect(t, addr)
+	// One question per profile keeps the suite's wall time to minutes.
+	for i, profile := range []string{"fast", "balanced", "max"} {
+		q := questions[i%len(questions)]
+		{
+			t.Run(fmt.Sprintf("%s/%d", profile, i), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				f.rec.take()
+				// A fresh question each run: the cache must not answer it.
+				sql := fmt.Sprintf("/* ask(%s): %s (run %d) */", profile, q, time.Now().UnixNano())
+				got := outcome(ctx, t, c, sql)
+				calls := f.rec.take()
+				p, comp := f.checkCounts(t, calls)
+				t.Logf("%s %q: %s; %d calls, %d+%d tokens; sql %q", profile, q, got, len(calls), p, comp, reportSQL(f.lastAsk()))
+				if len(calls) == 0 {
+					t.Errorf("no model call for a new question")
+				}
+				assertUsable(ctx, t, c)
+			})
+		}
+	}
+}
+
+func reportSQL(r *proxy.AskRecord) string {
+	if r == nil || r.Report == nil {
+		return ""
+	}
+	return r.Report.SQL
+}
+
+func (f *fixture) recURL(t *testing.T) string {
+	t.Helper()
+	hs := httptest.NewServer(f.rec)
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func TestRealModelAskSQLAndOptimize(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect(t, f.proxyFor(t, f.recURL(t), ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, sql := range []string{
+		fmt.Sprintf("-- ask-sql: how many orders did each customer place (run %d)", time.Now().UnixNano()),
+		"/* optimize: */ SELECT c.customer_id, (SELECT count(*) FROM orders o WHERE o.customer_id = c.customer_id) FROM customers c",
+	} {
+		f.rec.take()
+		got := outcome(ctx, t, c, sql)
+		calls := f.rec.take()
+		t.Logf("%.40s…: %s; %d calls", sql, got, len(calls))
+		for _, cl := range calls {
+			if cl.Prompt >= numCtx {
+				t.Errorf("prompt of %d tokens reached num_ctx", cl.Prompt)
+			}
+		}
+		assertUsable(ctx, t, c)
+	}
+}
+
+func TestRealModelEmbeddings(t *testing.T) {
+	_, _, embed, _ := env(t)
+	if embed == "" {
+		t.Skip("no real embedding model (NLPROXY_REAL_EMBED_MODEL unset: its import failed)")
+	}
+	f := newFixture(t)
+	c := f.connect(t, f.proxyFor(t, f.recURL(t), embed))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, q := range questions[:1] {
+		f.rec.take()
+		got := outcome(ctx, t, c, fmt.Sprintf("/* ask(fast): %s (run %d) */", q, time.Now().UnixNano()))
+		f.checkCounts(t, f.rec.take())
+		t.Logf("embed %q: %s", q, got)
+		assertUsable(ctx, t, c)
+	}
+}
+
+// TestRealModelCancel: a cancelled ask ends the real model's work: the
+// engine closes its request and Ollama logs that it aborted the completion.
+func TestRealModelCancel(t *testing.T) {
+	f := newFixture(t)
+	if f.logPath == "" {
+		t.Skip("NLPROXY_REAL_OLLAMA_LOG unset: the server's log is needed to see it stop")
+	}
+	// A budget far beyond the test's hang guards: only the cancel can end it.
+	c := f.connect(t, f.proxyWith(t, f.recURL(t), "", time.Hour))
+	// Lines Ollama writes when it drops a request whose client went away:
+	// mid-generation, while queued, or while loading the model.
+	stopped := []string{
+		"aborting completion request due to client closing the connection",
+		"pending request cancelled or timed out, skipping scheduling",
+		"client connection closed before server finished loading, aborting load",
+	}
+	before := countInFile(t, f.logPath, stopped...)
+	f.rec.take()
+	for len(f.rec.started) > 0 {
+		<-f.rec.started
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), fmt.Sprintf("/* ask(max): average order value per customer segment and region (run %d) */", time.Now().UnixNano()), pgx.QueryExecModeSimpleProtocol)
+		done <- err
+	}()
+	select {
+	case <-f.rec.started:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no model call started")
+	}
+	// What psql's Ctrl-C sends: a CancelRequest on a new connection.
+	if err := c.PgConn().CancelRequest(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the cancelled ask did not end")
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Fatalf("cancelled ask ended with %v, want SQLSTATE 57014", err)
+	}
+	// Hang guard only: the server writes its line when it notices.
+	deadline := time.Now().Add(2 * time.Minute)
+	for countInFile(t, f.logPath, stopped...) <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ollama logged none of %q after the cancel", stopped)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	gone := 0
+	for _, cl := range f.rec.take() {
+		if cl.Gone {
+			gone++
+		}
+	}
+	if gone == 0 {
+		t.Error("the engine did not close its model request")
+	}
+	assertUsable(context.Background(), t, c)
+}
+
+func countInFile(t *testing.T, path string, lines ...string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, s := range lines {
+		n += bytes.Count(b, []byte(s))
+	}
+	return n
+}
