@@ -46,30 +46,7 @@ func TestBigAskRefusedUnread(t *testing.T) {
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for len(got) < 20 {
-		res, err := p.GetResults()
-		if err != nil {
-			got = append(got, "err:"+pgCode(err))
-			continue
-		}
-		if res == nil {
-			break
-		}
-		switch r := res.(type) {
-		case *pgconn.ResultReader:
-			if rr := r.Read(); rr.Err != nil {
-				got = append(got, "err:"+pgCode(rr.Err))
-			} else {
-				got = append(got, string(rr.Rows[0][0]))
-			}
-		case *pgconn.PipelineSync:
-			got = append(got, "sync")
-		}
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
+	got := pipelineResults(t, p, 20)
 	if want := "42,err:54000,sync,after,sync"; strings.Join(got, ",") != want {
 		t.Fatalf("pipeline results %v, want %s", got, want)
 	}
@@ -103,4 +80,35 @@ func TestBigAskRefusedUnread(t *testing.T) {
 	if n := tr.calls.Load(); n != 0 {
 		t.Fatalf("the translator was called %d times", n)
 	}
+}
+
+// pipelineResults reads at most limit results of pipeline p (each result's
+// first value, "err:<SQLSTATE>" or "sync") and closes it.
+func pipelineResults(t *testing.T, p *pgconn.Pipeline, limit int) []string {
+	t.Helper()
+	var got []string
+	for len(got) < limit {
+		res, err := p.GetResults()
+		if err != nil {
+			got = append(got, "err:"+pgCode(err))
+			continue
+		}
+		if res == nil {
+			break
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			if rr := r.Read(); rr.Err != nil {
+				got = append(got, "err:"+pgCode(rr.Err))
+			} else {
+				got = append(got, string(rr.Rows[0][0]))
+			}
+		case *pgconn.PipelineSync:
+			got = append(got, "sync")
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

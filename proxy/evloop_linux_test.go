@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // loopSessions counts the sessions an event loop relays now.
@@ -100,30 +99,7 @@ func TestRelayPaths(t *testing.T) {
 			if err := p.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			var got []string
-			for len(got) < 10 {
-				res, err := p.GetResults()
-				if err != nil {
-					got = append(got, "err:"+pgCode(err))
-					continue
-				}
-				if res == nil {
-					break
-				}
-				switch r := res.(type) {
-				case *pgconn.ResultReader:
-					if rr := r.Read(); rr.Err != nil {
-						got = append(got, "err:"+pgCode(rr.Err))
-					} else {
-						got = append(got, string(rr.Rows[0][0]))
-					}
-				case *pgconn.PipelineSync:
-					got = append(got, "sync")
-				}
-			}
-			if err := p.Close(); err != nil {
-				t.Fatal(err)
-			}
+			got := pipelineResults(t, p, 10)
 			if g := strings.Join(got, ","); g != "42,err:0A000,sync" {
 				t.Fatalf("pipeline results %s", g)
 			}

@@ -426,34 +426,7 @@ func TestPipelinedBatch(t *testing.T) {
 	if err := p.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for {
-		res, err := p.GetResults()
-		if err != nil {
-			got = append(got, "err:"+pgCode(err))
-			continue
-		}
-		if res == nil {
-			break
-		}
-		switch r := res.(type) {
-		case *pgconn.ResultReader:
-			rr := r.Read()
-			if rr.Err != nil {
-				got = append(got, "err:"+pgCode(rr.Err))
-			} else {
-				got = append(got, string(rr.Rows[0][0]))
-			}
-		case *pgconn.PipelineSync:
-			got = append(got, "sync")
-		}
-		if len(got) > 20 {
-			break
-		}
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
+	got := pipelineResults(t, p, 21)
 	want := "42,err:0A000,sync,after,sync"
 	if strings.Join(got, ",") != want {
 		t.Fatalf("pipeline results %v, want %s", got, want)

@@ -214,92 +214,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	eps := map[string]endpoint{}
 	var nlproxyProc *proc
 	upstreamURL := cluster.URL(pgtest.Superuser, "", "postgres")
+	// Poolers get room for the largest client count: pgpool-II a child per
+	// client and some, the others at least 40 server connections.
+	need := 8
+	for _, c := range o.configs {
+		need = max(need, c.Clients+8)
+	}
+	pool := max(40, need)
 	for _, t := range o.targets {
+		var p *proc
+		var port int
+		var err error
+		wait := 15 * time.Second
 		switch t {
 		case targetDirect:
 			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, nil}
+			continue
 		case targetPgbouncer:
-			p, port, err := startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
-				return err
-			}
-			eps[t] = ep
+			p, port, err = startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
 		case targetPgpool:
-			children := 8
-			for _, c := range o.configs {
-				children = max(children, c.Clients+8)
-			}
-			p, port, err := startPgpool(ctx, o.pgpool, cluster.Host, cluster.Port, children)
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-			if err := waitReady(ctx, p, ep.url, 30*time.Second); err != nil {
-				return err
-			}
-			eps[t] = ep
+			p, port, err = startPgpool(ctx, o.pgpool, cluster.Host, cluster.Port, need)
+			wait = 30 * time.Second
 		case targetOdyssey:
-			pool := 40
-			for _, c := range o.configs {
-				pool = max(pool, c.Clients+8)
-			}
-			p, port, err := startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
-				return err
-			}
-			eps[t] = ep
+			p, port, err = startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
 		case targetPgcat:
-			pool := 40
-			for _, c := range o.configs {
-				pool = max(pool, c.Clients+8)
-			}
-			p, port, err := startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
-				return err
-			}
-			eps[t] = ep
+			p, port, err = startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
 		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
-			args := o.nlproxyArgs
+			args, bin := o.nlproxyArgs, o.nlproxyBin
 			switch t {
 			case targetNlproxyEngine:
 				args = engineArgs(o.nlproxyArgs)
-			}
-			bin := o.nlproxyBin
-			if t == targetNlproxyAlt {
+			case targetNlproxyAlt:
 				args = o.altArgs
 				if o.altBin != "" {
 					bin = o.altBin
 				}
 			}
-			p, port, err := startNlproxy(ctx, tmp, t, bin, upstreamURL, args)
-			if err != nil {
-				return err
-			}
-			defer p.Stop()
-			ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-			if err := waitReady(ctx, p, ep.url, 15*time.Second); err != nil {
-				return err
-			}
-			eps[t] = ep
-			if t == targetNlproxy || nlproxyProc == nil {
-				nlproxyProc = p
-			}
+			p, port, err = startNlproxy(ctx, tmp, t, bin, upstreamURL, args)
+		default:
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		defer p.Stop()
+		ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
+		if err := waitReady(ctx, p, ep.url, wait); err != nil {
+			return err
+		}
+		eps[t] = ep
+		if t == targetNlproxy || (nlproxyProc == nil && (t == targetNlproxyEngine || t == targetNlproxyAlt)) {
+			nlproxyProc = p
 		}
 	}
 

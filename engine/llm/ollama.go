@@ -193,16 +193,10 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		out.Content = content.String()
 		return nil
 	})
-	out.Attempts = attempts
-	out.Duration = time.Since(start)
+	out, err = settleChat(c.log, req.Step, model, out, attempts, start, err)
 	if err != nil {
-		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration}, err
+		return out, err
 	}
-	c.log.Debug("chat",
-		zap.String("step", req.Step), zap.String("model", out.Model),
-		zap.Duration("duration", out.Duration), zap.Int("attempts", attempts),
-		zap.Int("prompt_tokens", out.PromptTokens), zap.Int("completion_tokens", out.CompletionTokens),
-		zap.String("done_reason", out.DoneReason))
 	if out.PromptTokens >= numCtx {
 		// Ollama truncates silently; the count reaching num_ctx is the only sign.
 		c.log.Warn("prompt filled the context window and was probably truncated",

@@ -169,16 +169,10 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		}
 		return err
 	})
-	out.Attempts = attempts
-	out.Duration = time.Since(start)
+	out, err = settleChat(c.log, req.Step, model, out, attempts, start, err)
 	if err != nil {
-		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration}, err
+		return out, err
 	}
-	c.log.Debug("chat",
-		zap.String("step", req.Step), zap.String("model", out.Model),
-		zap.Duration("duration", out.Duration), zap.Int("attempts", attempts),
-		zap.Int("prompt_tokens", out.PromptTokens), zap.Int("completion_tokens", out.CompletionTokens),
-		zap.String("done_reason", out.DoneReason))
 	return out, nil
 }
 
@@ -454,4 +448,20 @@ func (c *capReader) wrap(err error) error {
 		return errAnswerTooLong
 	}
 	return err
+}
+
+// settleChat finishes a chat call of either backend: attempts and duration
+// recorded, a failure returned without a partial answer, a success logged.
+func settleChat(log *zap.Logger, step, model string, out ChatResponse, attempts int, start time.Time, err error) (ChatResponse, error) {
+	out.Attempts = attempts
+	out.Duration = time.Since(start)
+	if err != nil {
+		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration}, err
+	}
+	log.Debug("chat",
+		zap.String("step", step), zap.String("model", out.Model),
+		zap.Duration("duration", out.Duration), zap.Int("attempts", attempts),
+		zap.Int("prompt_tokens", out.PromptTokens), zap.Int("completion_tokens", out.CompletionTokens),
+		zap.String("done_reason", out.DoneReason))
+	return out, nil
 }
