@@ -225,9 +225,10 @@ func identByte(c byte, first bool) bool {
 // followed by more statements. b is its first bytes, whole when they are all
 // of it: then a lone BEGIN or SAVEPOINT keeps to the relay's fast path.
 func maybeTxPrefix(b []byte, whole bool) bool {
-	s := strings.TrimLeft(string(b[:min(len(b), 24)]), " \t\n\r\f\v")
-	for _, w := range []string{"begin", "start", "savepoint", "release"} {
-		if len(s) >= len(w) && strings.EqualFold(s[:len(w)], w) {
+	// Bytes, not a string: this runs for every relayed Query.
+	s := bytes.TrimLeft(b[:min(len(b), 24)], " \t\n\r\f\v")
+	for _, w := range [...]string{"begin", "start", "savepoint", "release"} {
+		if len(s) >= len(w) && bytes.EqualFold(s[:len(w)], []byte(w)) {
 			if !whole {
 				return true
 			}
