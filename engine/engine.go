@@ -3,8 +3,10 @@
 // selection, generation with a local model, guard, bounded trial runs on the
 // asking client's own session, fixing and literal correction.
 //
-// Only the `fast` profile exists so far: keywords → retrieval → schema →
-// one candidate → guard → trial run → fixer (≤ 3 rounds).
+// A profile (profile.go) decides what fills each stage: fast writes one
+// candidate and fixes it; balanced adds candidates and a unit-test selector;
+// max adds synthetic examples, decomposition, a pairwise selector and guided
+// cost descent. Every candidate passes the guard and a trial run.
 package engine
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 )
 
-// Substrings that tell engine v2's prompts apart (see prompts/templates).
+// Substrings that tell the profiles' prompts apart (see prompts/templates).
 const (
 	planPrompt      = "Plan: describe, step by step"
 	syntheticPrompt = "practice questions"
