@@ -136,6 +136,15 @@ func (r *Result) Rewrites() []LiteralRewrite {
 // SQL is the settled SQL as written (for people and logs).
 func (r *Result) SQL() string { return r.Statement.Display() }
 
+// Defaults of the optional fields, exported so that nlproxy's option table
+// (cmd/nlproxy/options.go) refers to them: each value is written once.
+const (
+	DefaultAskTimeout    = 2 * time.Minute
+	DefaultTrialTimeout  = 5 * time.Second
+	DefaultTrialMaxBytes = 1 << 20
+	DefaultParallel      = 2
+)
+
 // applyDefaults fills unset fields once, before the first translation.
 func (e *Engine) applyDefaults() {
 	c := e
@@ -143,16 +152,16 @@ func (e *Engine) applyDefaults() {
 		c.Logger = zap.NewNop()
 	}
 	if c.AskTimeout <= 0 {
-		c.AskTimeout = 2 * time.Minute
+		c.AskTimeout = DefaultAskTimeout
 	}
 	if c.TrialTimeout <= 0 {
-		c.TrialTimeout = 5 * time.Second
+		c.TrialTimeout = DefaultTrialTimeout
 	}
 	if c.TrialRows <= 0 {
 		c.TrialRows = 50
 	}
 	if c.TrialMaxBytes <= 0 {
-		c.TrialMaxBytes = 1 << 20
+		c.TrialMaxBytes = DefaultTrialMaxBytes
 	}
 	if c.NumCtx <= 0 {
 		c.NumCtx = llm.DefaultNumCtx
@@ -161,7 +170,7 @@ func (e *Engine) applyDefaults() {
 		c.SchemaMaxTokens = c.NumCtx / 2
 	}
 	if c.Parallel <= 0 {
-		c.Parallel = 2
+		c.Parallel = DefaultParallel
 	}
 	if c.Pairs == nil {
 		c.Pairs = &MemoryPairs{}

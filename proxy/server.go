@@ -21,10 +21,15 @@ import (
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("proxy: server closed")
 
+// Defaults of HandshakeTimeout and MaxMessageSize, exported so that
+// nlproxy's option table (cmd/nlproxy/options.go) refers to them.
 const (
-	defaultHandshakeTimeout = 30 * time.Second
-	defaultMaxMessageSize   = 64 << 20
-	bufSize                 = 64 << 10
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultMaxMessageSize   = 64 << 20
+)
+
+const (
+	bufSize = 64 << 10
 	// handshakeBufSize sizes the read buffers and upstream writer during the
 	// handshake; growBuffers takes them to bufSize when the goroutine relay
 	// starts (a session the event loop relays never needs them larger).
@@ -104,14 +109,14 @@ func (s *Server) handshakeTimeout() time.Duration {
 	if s.HandshakeTimeout > 0 {
 		return s.HandshakeTimeout
 	}
-	return defaultHandshakeTimeout
+	return DefaultHandshakeTimeout
 }
 
 func (s *Server) maxMessageSize() int {
 	if s.MaxMessageSize > 0 {
 		return s.MaxMessageSize
 	}
-	return defaultMaxMessageSize
+	return DefaultMaxMessageSize
 }
 
 // ListenAndServe listens on addr (TCP) and serves.

@@ -24,7 +24,8 @@ import (
 const DefaultStatementTimeout = time.Minute
 
 // DefaultMaxQuestionBytes bounds a question when the configuration gives no
-// bound: a question is never unbounded.
+// bound: a question is never unbounded. Both defaults are also nlproxy's
+// (its option table, cmd/nlproxy/options.go, refers to them).
 const DefaultMaxQuestionBytes = 16 << 10
 
 // Translator is a proxy.Translator backed by an engine.

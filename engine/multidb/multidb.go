@@ -44,6 +44,13 @@ type Connector func(ctx context.Context, database string) (*pgconn.PgConn, error
 // the database, so nlproxy cannot run anything there for the asker.
 var ErrNoAuthenticator = errors.New("multidb: no authenticator configured for the database")
 
+// Defaults of TopK and MaxSteps, exported so that nlproxy's option table
+// (cmd/nlproxy/options.go) refers to them.
+const (
+	DefaultTopK     = 3
+	DefaultMaxSteps = 4
+)
+
 // Asker answers questions across databases. Configure it by its fields;
 // zero values of the optional ones are sensible defaults. Safe for
 // concurrent use.
@@ -84,10 +91,10 @@ func (a *Asker) defaults() {
 		a.AskTimeout = 5 * time.Minute
 	}
 	if a.TopK <= 0 {
-		a.TopK = 3
+		a.TopK = DefaultTopK
 	}
 	if a.MaxSteps <= 0 {
-		a.MaxSteps = 4
+		a.MaxSteps = DefaultMaxSteps
 	}
 	if a.RunTimeout <= 0 {
 		a.RunTimeout = time.Minute
