@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,14 +22,14 @@ import (
 type AskAllConfig struct {
 	// Databases a question may be answered from; empty: every database the
 	// upstream entries name (the default route's own database included).
-	Databases []string `yaml:"databases"`
+	Databases []string
 	// Authenticators give, per database ("" for every database without its
 	// own), the credentials (libpq URL or DSN with user and password) of the
 	// authenticator role nlproxy connects with to run the asker's questions
 	// there as the asker. Server, port and TLS come from the upstream route.
-	Authenticators []UpstreamEntry `yaml:"authenticators"`
-	TopK           int             `yaml:"top_k"`
-	MaxSteps       int             `yaml:"max_steps"`
+	Authenticators []UpstreamEntry
+	TopK           int
+	MaxSteps       int
 }
 
 // authenticatorList is the repeatable --authenticator flag: "DSN" (every
@@ -59,43 +57,6 @@ func (a authenticatorList) Set(s string) error {
 		return err
 	}
 	*a.entries = append(*a.entries, e)
-	return nil
-}
-
-// askAllFlags registers the flags of questions across databases.
-func askAllFlags(fs *flag.FlagSet, c *AskAllConfig, flagAuth *[]UpstreamEntry) {
-	fs.Func("ask-all-databases", "comma-separated databases an ask(all): question may use; default: every database the upstream routes name (env NLPROXY_ASK_ALL_DATABASES)",
-		func(s string) error { c.Databases = splitList(s); return nil })
-	fs.Var(authenticatorList{flagAuth}, "authenticator", "credentials of the authenticator role for ask(all): on other databases, as a libpq URL/DSN with user and password; database=DSN for one database; repeatable (env NLPROXY_AUTHENTICATOR, space-separated)")
-	fs.IntVar(&c.TopK, "ask-all-top-k", c.TopK, "candidate databases the selection memory gives the planner (env NLPROXY_ASK_ALL_TOP_K)")
-	fs.IntVar(&c.MaxSteps, "ask-all-max-steps", c.MaxSteps, "steps (database queries) one ask(all): question may take (env NLPROXY_ASK_ALL_MAX_STEPS)")
-}
-
-// askAllEnv reads the NLPROXY_ASK_ALL_* and NLPROXY_AUTHENTICATOR variables.
-func askAllEnv(c *AskAllConfig, getenv func(string) string) error {
-	if v := getenv("NLPROXY_ASK_ALL_DATABASES"); v != "" {
-		c.Databases = splitList(v)
-	}
-	if v := getenv("NLPROXY_AUTHENTICATOR"); v != "" {
-		var entries []UpstreamEntry
-		for _, f := range strings.Fields(v) {
-			e, err := parseUpstreamEntry(f)
-			if err != nil {
-				return fmt.Errorf("NLPROXY_AUTHENTICATOR: %w", err)
-			}
-			entries = append(entries, e)
-		}
-		c.Authenticators = entries
-	}
-	for key, dst := range map[string]*int{"NLPROXY_ASK_ALL_TOP_K": &c.TopK, "NLPROXY_ASK_ALL_MAX_STEPS": &c.MaxSteps} {
-		if v := getenv(key); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return fmt.Errorf("%s: %w", key, err)
-			}
-			*dst = n
-		}
-	}
 	return nil
 }
 

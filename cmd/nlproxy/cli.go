@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 )
 
@@ -99,18 +98,15 @@ func helpOutput(args []string, stdout, stderr io.Writer) io.Writer {
 	return stderr
 }
 
-// envKeys lists the environment variables applyEnv reads, in its order, by
-// running it against a recording getenv: the help text cannot drift from
-// what is honoured.
+// envKeys lists the environment variables applyEnv reads, in the option
+// table's order.
 func envKeys() []string {
 	var keys []string
-	cfg := defaultConfig()
-	_ = applyEnv(&cfg, func(k string) string {
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
+	for _, o := range options() {
+		if o.Field != nil { // NLPROXY_CONFIG is read before, by loadConfig
+			keys = append(keys, o.Env...)
 		}
-		return ""
-	})
+	}
 	return keys
 }
 

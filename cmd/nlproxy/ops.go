@@ -26,64 +26,21 @@ import (
 type OpsConfig struct {
 	// AdminListen enables /metrics, /healthz, /readyz and the admin page;
 	// a bare port (":9187" or "9187") binds to localhost only.
-	AdminListen string `yaml:"admin_listen"`
+	AdminListen string
 	// AdminTokenFile holds the admin page's token; without one the page is off.
-	AdminTokenFile string `yaml:"admin_token_file"`
+	AdminTokenFile string
 	// AdminRecentAsks is how many asks the page keeps.
-	AdminRecentAsks int `yaml:"admin_recent_asks"`
+	AdminRecentAsks int
 	// AuditLog is where ask audit lines go: "" (off), stderr, stdout or a file path.
-	AuditLog string `yaml:"audit_log"`
+	AuditLog string
 	// AuditRedact lists what every record of an ask withholds (audit log,
 	// log lines, admin page): question, literals.
-	AuditRedact []string `yaml:"audit_redact"`
+	AuditRedact []string
 	// CatalogStore is a Postgres URL where replicas share catalog
 	// snapshots, the translation cache and remembered pairs.
-	CatalogStore string `yaml:"catalog_store"`
+	CatalogStore string
 	// CatalogStorePoll is how often a replica looks for snapshots another saved.
-	CatalogStorePoll Duration `yaml:"catalog_store_poll"`
-}
-
-func registerOpsFlags(fs *flag.FlagSet, o *OpsConfig) {
-	fs.StringVar(&o.AdminListen, "admin-listen", o.AdminListen, "serve /metrics, /healthz, /readyz and the admin page on this address; a bare port binds to localhost; off when empty (env NLPROXY_ADMIN_LISTEN)")
-	fs.StringVar(&o.AdminTokenFile, "admin-token-file", o.AdminTokenFile, "file holding the admin page's token; the page is off without one (env NLPROXY_ADMIN_TOKEN_FILE)")
-	fs.IntVar(&o.AdminRecentAsks, "admin-recent-asks", o.AdminRecentAsks, "asks the admin page keeps (env NLPROXY_ADMIN_RECENT_ASKS)")
-	fs.StringVar(&o.AuditLog, "audit-log", o.AuditLog, "one JSON line per ask to stderr, stdout or this file (appended); off when empty (env NLPROXY_AUDIT_LOG)")
-	fs.Func("audit-redact", "comma-separated: question (a digest instead of the text), literals (constants in SQL and quoted text or numbers in the question); applies to the audit log, the engine's log lines and the admin page (env NLPROXY_AUDIT_REDACT)",
-		func(s string) error { o.AuditRedact = splitList(s); return nil })
-	fs.StringVar(&o.CatalogStore, "catalog-store", o.CatalogStore, "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs; default: each proxy keeps its own (env NLPROXY_CATALOG_STORE)")
-	fs.Var(&o.CatalogStorePoll, "catalog-store-poll", "how often a replica looks in the catalog store for a snapshot another replica saved (env NLPROXY_CATALOG_STORE_POLL)")
-}
-
-func applyOpsEnv(cfg *Config, getenv func(string) string) error {
-	o := &cfg.Ops
-	if v := getenv("NLPROXY_ADMIN_LISTEN"); v != "" {
-		o.AdminListen = v
-	}
-	if v := getenv("NLPROXY_ADMIN_TOKEN_FILE"); v != "" {
-		o.AdminTokenFile = v
-	}
-	if v := getenv("NLPROXY_ADMIN_RECENT_ASKS"); v != "" {
-		var n int
-		if _, err := fmt.Sscan(v, &n); err != nil {
-			return fmt.Errorf("NLPROXY_ADMIN_RECENT_ASKS: %w", err)
-		}
-		o.AdminRecentAsks = n
-	}
-	if v := getenv("NLPROXY_AUDIT_LOG"); v != "" {
-		o.AuditLog = v
-	}
-	if v := getenv("NLPROXY_AUDIT_REDACT"); v != "" {
-		o.AuditRedact = splitList(v)
-	}
-	if v := getenv("NLPROXY_CATALOG_STORE"); v != "" {
-		o.CatalogStore = v
-	}
-	if v := getenv("NLPROXY_CATALOG_STORE_POLL"); v != "" {
-		if err := o.CatalogStorePoll.Set(v); err != nil {
-			return fmt.Errorf("NLPROXY_CATALOG_STORE_POLL: %w", err)
-		}
-	}
-	return nil
+	CatalogStorePoll Duration
 }
 
 func (o OpsConfig) validate() error {

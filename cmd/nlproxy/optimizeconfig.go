@@ -2,11 +2,9 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 )
 
@@ -14,43 +12,21 @@ import (
 // max profile's last stage.
 type OptimizeConfig struct {
 	// Tolerance: consecutive invalid or not-cheaper proposals that end a run.
-	Tolerance int `yaml:"tolerance"`
+	Tolerance int
 	// Runs: independent descents pooled per optimization (LaPuda's k).
-	Runs int `yaml:"runs"`
+	Runs int
 	// MaxCalls bounds the model calls of one optimization, runs together.
-	MaxCalls int `yaml:"max_calls"`
+	MaxCalls int
 	// TimingRuns: measured runs of the original and each finalist (medians).
-	TimingRuns int `yaml:"timing_runs"`
+	TimingRuns int
 	// MinGain: the least measured gain that counts as faster (0.1 = 10%).
-	MinGain float64 `yaml:"min_gain"`
+	MinGain float64
 	// MinSaving: the least time per run a rewrite must save to count as
 	// faster; smaller differences are measurement noise.
-	MinSaving Duration `yaml:"min_saving"`
+	MinSaving Duration
 	// MinCost: in the max profile, settled queries the planner costs below
 	// this are run as they are (optimize: always tries).
-	MinCost float64 `yaml:"min_cost"`
-}
-
-func defaultOptimizeConfig() OptimizeConfig {
-	return OptimizeConfig{
-		Tolerance:  optimize.DefaultTolerance,
-		Runs:       1,
-		MaxCalls:   optimize.DefaultMaxCalls,
-		TimingRuns: optimize.DefaultTimingRuns,
-		MinGain:    optimize.DefaultMinGain,
-		MinSaving:  Duration(optimize.DefaultMinSaving),
-		MinCost:    engine.DefaultOptimizeMinCost,
-	}
-}
-
-func registerOptimizeFlags(fs *flag.FlagSet, o *OptimizeConfig) {
-	fs.IntVar(&o.Tolerance, "optimize-tolerance", o.Tolerance, "optimizer: consecutive invalid or not-cheaper proposals that end a descent (env NLPROXY_OPTIMIZE_TOLERANCE)")
-	fs.IntVar(&o.Runs, "optimize-runs", o.Runs, "optimizer: independent descents pooled per query; above 1 the model samples at temperature 0.7 (env NLPROXY_OPTIMIZE_RUNS)")
-	fs.IntVar(&o.MaxCalls, "optimize-max-calls", o.MaxCalls, "optimizer: model calls per query, all descents together, two per step (env NLPROXY_OPTIMIZE_MAX_CALLS)")
-	fs.IntVar(&o.TimingRuns, "optimize-timing-runs", o.TimingRuns, "optimizer: measured runs of the original and of each finalist, compared by medians (env NLPROXY_OPTIMIZE_TIMING_RUNS)")
-	fs.Float64Var(&o.MinGain, "optimize-min-gain", o.MinGain, "optimizer: least measured gain that counts as faster, 0.1 = 10% (env NLPROXY_OPTIMIZE_MIN_GAIN)")
-	fs.Var(&o.MinSaving, "optimize-min-saving", "optimizer: least time per run a rewrite must save to count as faster; 0 = no floor (env NLPROXY_OPTIMIZE_MIN_SAVING)")
-	fs.Float64Var(&o.MinCost, "optimize-min-cost", o.MinCost, "max profile: planner cost from which a settled query goes through the optimizer (env NLPROXY_OPTIMIZE_MIN_COST)")
+	MinCost float64
 }
 
 func (o OptimizeConfig) validate() error {

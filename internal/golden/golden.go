@@ -1,5 +1,6 @@
-// Package golden compares test output with files under testdata/ and
-// rewrites them when the test binary runs with -update.
+// Package golden compares test output with files under testdata/ (or a
+// generated file elsewhere) and rewrites them when the test binary runs
+// with -update.
 package golden
 
 import (
@@ -16,7 +17,13 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/ inste
 // Check compares got with testdata/<name>.golden, or writes it with -update.
 func Check(t testing.TB, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
+	CheckFile(t, filepath.Join("testdata", name+".golden"), got)
+}
+
+// CheckFile compares got with the file at path, or writes it with -update:
+// for generated files kept outside testdata/, such as documentation.
+func CheckFile(t testing.TB, path, got string) {
+	t.Helper()
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
