@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -220,4 +222,34 @@ func TestDecodeYAMLErrors(t *testing.T) {
 // -update rewrites it.
 func TestConfigurationDoc(t *testing.T) {
 	golden.CheckFile(t, "../../docs/configuration.md", configDoc())
+}
+
+// TestDocumentedYAML decodes every YAML example in the README and docs/ as a
+// configuration file: a key the table does not know fails.
+func TestDocumentedYAML(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := 0
+	for _, path := range append(files, "../../README.md") {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, block := range strings.Split(string(raw), "```yaml\n")[1:] {
+			body, _, ok := strings.Cut(block, "```")
+			if !ok {
+				t.Fatalf("%s: YAML example %d is not closed", path, i+1)
+			}
+			examples++
+			c := defaultConfig()
+			if err := decodeYAML(&c, []byte(body)); err != nil {
+				t.Errorf("%s, YAML example %d: %v", path, i+1, err)
+			}
+		}
+	}
+	if examples == 0 {
+		t.Error("no YAML example found in the README or docs/")
+	}
 }
