@@ -73,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatalf("%s: %v", db, err)
 		}
 	}
-	// The operator's setup, as the README gives it.
+	// The operator's setup, as docs/ask-all.md gives it.
 	must("postgres", fmt.Sprintf(`CREATE ROLE %[1]s LOGIN NOINHERIT PASSWORD '%[2]s';
 CREATE ROLE %[3]s LOGIN PASSWORD '%[4]s'; CREATE ROLE bob;
 GRANT %[3]s TO %[1]s; GRANT bob TO %[1]s;`, auth, authPass, f.alice, alicePass))
