@@ -219,11 +219,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("nlproxy serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { serveUsage(fs, args) }
-	for _, o := range options() {
-		if o.Flag == configOption {
-			fs.String(configOption, path, o.usage())
-		}
-	}
+	fs.String(configOption, path, lookupOption(configOption).usage())
 	after := registerFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)

@@ -28,8 +28,8 @@ type option struct {
 	Env  []string // environment variables; when several are set, the last wins
 	YAML string   // dotted path in the configuration file; "" only with Only
 	// Default is the value before the file, the environment and flags:
-	// a value of the field's type (or its underlying kind), or a func()
-	// returning one; nil: the zero value.
+	// a value of the field's type (or its underlying kind), or a
+	// func() string computing it; nil: the zero value.
 	Default any
 	// DefaultDoc describes a default that is computed or decided elsewhere
 	// (the text --help and the reference show instead of the value).
@@ -54,7 +54,11 @@ type option struct {
 const configOption = "config"
 
 // options is the table of `nlproxy serve`'s settings, in the order of
-// --help and docs/configuration.md.
+// --help and docs/configuration.md. Every default is here: a value some
+// package also falls back to when its field is zero is that package's
+// exported constant (engine.Default…, proxy.Default…, bridge.Default…,
+// multidb.Default…, optimize.Default…, llm.Default…), referred to, not
+// repeated; the other values are written only here.
 func options() []option {
 	return []option{
 		{Flag: configOption, Env: env("CONFIG"), Help: "YAML configuration file",
@@ -297,6 +301,16 @@ func options() []option {
 	}
 }
 
+// lookupOption is the option whose flag is name.
+func lookupOption(name string) option {
+	for _, o := range options() {
+		if o.Flag == name {
+			return o
+		}
+	}
+	panic("no option " + name) // a mistake in the code, found by any test that loads a config
+}
+
 // env names nlproxy's own variable for a setting.
 func env(suffix string) []string { return []string{"NLPROXY_" + suffix} }
 
@@ -354,7 +368,7 @@ func setDefault(ptr any, def any) error {
 // applyEnv reads every option's environment variables into cfg.
 // getenv is os.Getenv in production; tests and the demo pass their own.
 func applyEnv(cfg *Config, getenv func(string) string) error {
-	var errs []error
+	var firstErr error // the first mistake, as the flag package reports them
 	for _, o := range options() {
 		if o.Field == nil {
 			continue // the file's own name: loadConfig has read it
@@ -368,15 +382,12 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 			if set == nil {
 				set = func(c *Config, v string) error { return setText(o.Field(c), v) }
 			}
-			if err := set(cfg, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			if err := set(cfg, v); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", key, err)
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0] // the first mistake, as the flag package reports them
-	}
-	return nil
+	return firstErr
 }
 
 // setText parses an environment variable's text into the field ptr points to.
