@@ -115,7 +115,7 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	// Client-facing errors name no host, address or role of the
 	// infrastructure; the log line has the detail.
 	dialStart := time.Now()
-	up, err := s.route.dial(ctx)
+	up, err := s.route.Dial(ctx)
 	if err == nil {
 		s.srv.Metrics.UpstreamConnect(time.Since(dialStart))
 	}
