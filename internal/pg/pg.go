@@ -1,7 +1,8 @@
 // Package pg is the vocabulary the proxy and the engine share: SQLSTATE
-// codes, the error a server (or the proxy, speaking as one) reports,
-// transaction status, and small text-format result sets. It imports
-// nothing of the project, so both sides can depend on it.
+// codes (all of them: no other package writes one), the one error a server
+// (or nlproxy, speaking as one) reports and the one mapping of any error to
+// it (ErrorFor), transaction status, and small text-format result sets. It
+// imports nothing of the project, so both sides can depend on it.
 package pg
 
 import (
