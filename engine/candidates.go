@@ -12,11 +12,6 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// CodeAbstained: the engine would rather not answer — the model said the
-// data cannot answer the question, or the candidates disagree too much. The
-// HINT says what to clarify; the DETAIL lists the readings considered.
-const CodeAbstained = "42N02"
-
 // CodeInvalidParameter: an ask named a profile that does not exist.
 const CodeInvalidParameter = pg.CodeInvalidParameterValue
 
@@ -273,7 +268,7 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 	if len(cands) > 1 {
 		msg = fmt.Sprintf("nlproxy: no usable SQL from %d candidates (up to %d fixes each); the last attempt %s", len(cands), rounds, last)
 	}
-	return &Error{Code: code, Message: msg, Hint: hint, Err: ErrNoUsableSQL}
+	return &pg.Error{Code: code, Message: msg, Hint: hint, Err: ErrNoUsableSQL}
 }
 
 func abstainUnanswerable(cands []*Candidate) error {
@@ -290,7 +285,7 @@ func abstainUnanswerable(cands []*Candidate) error {
 	if len(reasons) > 0 {
 		detail = "Missing: " + strings.Join(reasons, "; ")
 	}
-	return &Error{Code: CodeAbstained, Message: msg, Detail: detail,
+	return &pg.Error{Code: CodeAbstained, Message: msg, Detail: detail,
 		Hint: "Ask about what the tables hold (SELECT * FROM information_schema.tables shows them), or name the table or column you mean."}
 }
 
@@ -300,7 +295,7 @@ func abstainDisagreement(conf float64, chosen *Candidate, alts []*Candidate) err
 	for i, c := range append([]*Candidate{chosen}, alts...) {
 		fmt.Fprintf(&b, "\n%d. %s", i+1, oneLine(c.SQL))
 	}
-	return &Error{Code: CodeAbstained, Message: fmt.Sprintf("nlproxy: the question has several readings and none is clearly right (confidence %.2f)", conf),
+	return &pg.Error{Code: CodeAbstained, Message: fmt.Sprintf("nlproxy: the question has several readings and none is clearly right (confidence %.2f)", conf),
 		Detail: b.String(),
 		Hint:   "Say which reading you mean: name the columns to return, the filters and the time range; or run one of the readings with ask-sql:."}
 }

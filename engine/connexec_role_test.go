@@ -11,6 +11,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // TestConnExecutorAsRole: on an authenticator's connection, a run takes on
@@ -107,7 +108,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 					t.Fatalf("err %v, want %v", err, tt.wantErr)
 				}
 			case tt.wantCode != "":
-				var se *ServerError
+				var se *pg.Error
 				if !errors.As(err, &se) || se.Code != tt.wantCode {
 					t.Fatalf("err %v, want SQLSTATE %s", err, tt.wantCode)
 				}

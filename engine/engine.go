@@ -25,6 +25,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -238,16 +239,16 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 
 func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if strings.TrimSpace(a.req.Question) == "" {
-		return nil, &Error{Code: "42601", Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask: how many orders are open? */"}
+		return nil, &pg.Error{Code: pg.CodeSyntaxError, Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask: how many orders are open? */"}
 	}
 	if a.req.TxStatus == TxFailed {
-		return nil, ErrFailedTransaction
+		return nil, pg.ErrFailedTransaction
 	}
 	st := a.trace.begin("catalog")
 	snap, err := e.Catalogs.Get(ctx, a.req.Database)
 	a.trace.end(st)
 	if err != nil {
-		return nil, &Error{Code: CodeSystemError, Message: "nlproxy: the catalog of database " + a.req.Database + " is not available", Err: err,
+		return nil, &pg.Error{Code: CodeSystemError, Message: "nlproxy: the catalog of database " + a.req.Database + " is not available", Err: err,
 			Hint: "Check that nlproxy's catalog role can connect and read the schema; see the proxy log."}
 	}
 	a.snap = snap
@@ -313,11 +314,11 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 // read none of the database's tables, or the catalog saw none.
 func noTables(a *ask, all int) error {
 	if all > 0 {
-		return &Error{Code: CodeInsufficientPriv,
+		return &pg.Error{Code: CodeInsufficientPriv,
 			Message: fmt.Sprintf("nlproxy: role %s may read none of the %d tables of database %s", a.role(), all, a.req.Database),
 			Hint:    "Questions are answered from the tables and columns your role may SELECT; ask their owner for SELECT (GRANT SELECT ON … TO your role)."}
 	}
-	return &Error{Code: CodeUndefinedTable,
+	return &pg.Error{Code: CodeUndefinedTable,
 		Message: "nlproxy: database " + a.req.Database + " has no tables the catalog can see",
 		Hint:    "Create the tables first, or check that nlproxy's catalog role may read them (README, \"The catalog\")."}
 }
@@ -507,7 +508,7 @@ func (e *Engine) retrieve(ctx context.Context, a *ask) {
 type Problem struct {
 	GuardReason string
 	GuardCode   string // the guard's SQLSTATE for GuardReason
-	ExecErr     *ServerError
+	ExecErr     *pg.Error
 	Empty       bool
 	NullColumns []string
 	Sample      *prompts.Sample
@@ -603,13 +604,13 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 	}
 	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
-		var se *ServerError
+		var se *pg.Error
 		if errors.As(err, &se) && ctx.Err() == nil {
 			st.Note = "trial: " + se.Error()
 			return stmt, nil, &Problem{ExecErr: se}, nil
 		}
 		if errors.Is(err, ErrResultTooLarge) {
-			return guard.Statement{}, nil, nil, &Error{Code: CodeProgramLimitExceeded,
+			return guard.Statement{}, nil, nil, &pg.Error{Code: CodeProgramLimitExceeded,
 				Message: fmt.Sprintf("nlproxy: the generated query's rows exceed %d bytes in the trial run", e.TrialMaxBytes),
 				Hint:    "Ask for fewer or smaller columns, or raise the trial byte limit.", Err: err}
 		}
@@ -704,11 +705,19 @@ func promptDescriptions(hits []descindex.Hit) []prompts.Description {
 	return out
 }
 
-// classify turns any failure into an *Error with a SQLSTATE and a hint.
+// classify turns any failure into a *pg.Error with a SQLSTATE and a hint:
+// internal/pg's mapping (pg.Condition) plus what only the engine knows, the
+// model server's failures and its own time limits.
 func (e *Engine) classify(ctx context.Context, err error) error {
-	var ee *Error
-	if errors.As(err, &ee) {
+	// An error the engine made for the client passes; one a server reported
+	// to the engine's own queries is classified like any other failure (its
+	// text can say what the engine ran, not what was asked).
+	var pe *pg.Error
+	if errors.As(err, &pe) && !pe.Reported() {
 		return err
+	}
+	if ce := pg.Condition(err); ce != nil {
+		return ce
 	}
 	var le *llm.Error
 	hint := ""
@@ -716,10 +725,6 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		hint = le.Hint
 	}
 	switch {
-	case errors.Is(err, guard.ErrFailedTransaction):
-		return ErrFailedTransaction
-	case errors.Is(err, context.Canceled):
-		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}
 	case errors.Is(err, llm.ErrTimeout) && ctx.Err() == nil:
 		// One model call ran past its own limit while the ask had time left.
 		msg := "nlproxy: a model call timed out"
@@ -729,20 +734,20 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		if le != nil && le.Step != "" {
 			msg += " (step " + le.Step + ")"
 		}
-		return &Error{Code: CodeQueryCanceled, Message: msg,
+		return &pg.Error{Code: CodeQueryCanceled, Message: msg,
 			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
-		return &Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
+		return &pg.Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
 			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
-		return &Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
+		return &pg.Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):
-		return &Error{Code: CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint, Err: err}
+		return &pg.Error{Code: CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrBadOutput):
-		return &Error{Code: CodeNoUsableSQL, Message: "nlproxy: the model did not produce usable SQL",
+		return &pg.Error{Code: CodeNoUsableSQL, Message: "nlproxy: the model did not produce usable SQL",
 			Hint: "Rephrase the question or use a stronger generator model.", Err: err}
 	case errors.Is(err, llm.ErrServer) || errors.Is(err, llm.ErrNoModel):
-		return &Error{Code: CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint, Err: err}
+		return &pg.Error{Code: CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint, Err: err}
 	}
-	return &Error{Code: CodeInternalError, Message: "nlproxy: internal error while translating the question", Err: err}
+	return &pg.Error{Code: CodeInternalError, Message: "nlproxy: internal error while translating the question", Err: err}
 }

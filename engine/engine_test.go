@@ -16,6 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Substrings that tell the pipeline's prompts apart (see prompts/templates).
@@ -186,7 +187,7 @@ func TestTranslate(t *testing.T) {
 				t.Errorf("LLM calls = %d, want %d", calls, tt.wantCalls)
 			}
 			if tt.wantCode != "" {
-				var ee *Error
+				var ee *pg.Error
 				if !errors.As(err, &ee) || ee.Code != tt.wantCode {
 					t.Fatalf("err = %v, want SQLSTATE %s", err, tt.wantCode)
 				}
@@ -244,7 +245,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		slow.AskTimeout = 300 * time.Millisecond
 		// Returning at all shows the timeout: the model never answers.
 		_, err := slow.Translate(ctx, f.ownRequest(t, "count stores slowly"))
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled {
 			t.Fatalf("err = %v, want %s", err, CodeQueryCanceled)
 		}
@@ -253,7 +254,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(200*time.Millisecond, cancel)
 		_, err := eng.Translate(cctx, f.ownRequest(t, "count stores slowly please"))
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want cancellation", err)
 		}
@@ -262,7 +263,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		req := f.request("anything")
 		req.TxStatus = TxFailed
 		_, err := eng.Translate(ctx, req)
-		if !errors.Is(err, ErrFailedTransaction) {
+		if !errors.Is(err, pg.ErrFailedTransaction) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -275,7 +276,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		down.LLM = client
 		down.Cache = nil
 		_, err = down.Translate(ctx, f.ownRequest(t, "how many stores"))
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeSystemError || !strings.Contains(ee.Hint, "ollama serve") {
 			t.Fatalf("err = %v (hint %q), want %s with an `ollama serve` hint", err, hintOf(err), CodeSystemError)
 		}
@@ -283,7 +284,7 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 }
 
 func hintOf(err error) string {
-	var ee *Error
+	var ee *pg.Error
 	if errors.As(err, &ee) {
 		return ee.Hint
 	}
@@ -389,7 +390,7 @@ func TestPrivilegesNothingReadable(t *testing.T) {
 	req := f.request("how many stores")
 	req.User, req.Exec = role, ConnExecutor{Conn: conn}
 	_, err = f.engine(t).Translate(ctx, req)
-	var ee *Error
+	var ee *pg.Error
 	if !errors.As(err, &ee) || ee.Code != CodeInsufficientPriv || !strings.Contains(ee.Message, role) || !strings.Contains(ee.Hint, "GRANT SELECT") {
 		t.Fatalf("err = %v, want 42501 naming the role with the privileges hint", err)
 	}

@@ -25,10 +25,9 @@ var ErrResultTooLarge = pg.ErrResultTooLarge
 
 // The shared vocabulary's types.
 type (
-	Limits      = pg.Limits
-	Rows        = pg.Rows
-	ServerError = pg.Error
-	TxStatus    = pg.TxStatus
+	Limits   = pg.Limits
+	Rows     = pg.Rows
+	TxStatus = pg.TxStatus
 )
 
 // Transaction states.

@@ -12,6 +12,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }
@@ -92,7 +93,7 @@ func TestConnExecutorTrial(t *testing.T) {
 			rows, err := ex.Trial(ctx, seal(tt.sql, guard.Options{AllowFunctions: tt.allow}), l)
 			switch {
 			case tt.wantCode != "":
-				var se *ServerError
+				var se *pg.Error
 				if !errors.As(err, &se) || se.Code != tt.wantCode {
 					t.Fatalf("err = %v, want SQLSTATE %s", err, tt.wantCode)
 				}
@@ -134,8 +135,8 @@ func TestConnExecutorTrial(t *testing.T) {
 		conn.Exec(ctx, "BEGIN; SELECT 1/0").ReadAll() //nolint:errcheck
 		defer exec("ROLLBACK")
 		_, err := ex.Trial(ctx, seal("SELECT 1", guard.Options{}), lim)
-		if !errors.Is(err, guard.ErrFailedTransaction) {
-			t.Fatalf("err = %v, want %v", err, guard.ErrFailedTransaction)
+		if !errors.Is(err, pg.ErrFailedTransaction) {
+			t.Fatalf("err = %v, want %v", err, pg.ErrFailedTransaction)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"strings"
 
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -165,7 +166,7 @@ func (g decomposeGenerator) Generate(ctx context.Context, in *GenInput, m Model,
 			return nil, err
 		}
 		rows, rerr := run.Run(ctx, next)
-		var se *ServerError
+		var se *pg.Error
 		if errors.As(rerr, &se) && i < steps-1 {
 			// The refiner: one repair with the server's error, so the next
 			// step builds on SQL that runs.

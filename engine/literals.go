@@ -168,7 +168,7 @@ func (e *Engine) storedOnServer(ctx context.Context, a *ask, table string, lit g
 		return false, err
 	}
 	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: e.TrialMaxBytes})
-	var se *ServerError
+	var se *pg.Error
 	if errors.As(err, &se) && se.Code == pg.CodeInvalidTextRepresentation {
 		return false, nil // not even a value of the column's type ('Shipped' for an enum of 'shipped')
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Profile says what fills each stage slot of a translation and how much it
@@ -137,7 +138,7 @@ func (e *Engine) profileFor(req Request) (*Profile, error) {
 	if p, ok := e.profiles[name]; ok {
 		return p, nil
 	}
-	return nil, &Error{Code: CodeInvalidParameter, Message: fmt.Sprintf("nlproxy: unknown profile %q", name),
+	return nil, &pg.Error{Code: CodeInvalidParameter, Message: fmt.Sprintf("nlproxy: unknown profile %q", name),
 		Hint: "Profiles: " + strings.Join(e.profileNames(), ", ") + ", e.g. /* ask(max): … */"}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Substrings that tell the profiles' prompts apart (see prompts/templates).
@@ -155,7 +156,7 @@ func TestAbstain(t *testing.T) {
 			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: unanswerableReply},
 		)
 		_, err := f.engine(t).Translate(ctx, f.request("what was the weather in LA yesterday?"))
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather") || ee.Hint == "" {
 			t.Fatalf("err = %#v, want %s with the reason", err, CodeAbstained)
 		}
@@ -177,7 +178,7 @@ func TestAbstain(t *testing.T) {
 		req := f.request("sales by city")
 		req.Profile = "split"
 		_, err := eng.Translate(ctx, req)
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeAbstained || strings.Count(ee.Detail, "\n") != 3 {
 			t.Fatalf("err = %#v, want %s listing 3 readings", err, CodeAbstained)
 		}
@@ -209,7 +210,7 @@ func TestAbstain(t *testing.T) {
 			req := f.request("sales per city, or the weather")
 			req.Profile = "three"
 			res, err := eng.Translate(ctx, req)
-			var ee *Error
+			var ee *pg.Error
 			switch {
 			case tc.abstain && (!errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather")):
 				t.Fatalf("err = %v, want %s saying what is missing", err, CodeAbstained)
@@ -225,7 +226,7 @@ func TestAbstain(t *testing.T) {
 		req := f.request("sales by city")
 		req.Profile = "turbo"
 		_, err := f.engine(t).Translate(ctx, req)
-		var ee *Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != CodeInvalidParameter || !strings.Contains(ee.Hint, "balanced") {
 			t.Fatalf("err = %#v, want %s", err, CodeInvalidParameter)
 		}
@@ -394,7 +395,7 @@ func TestNoUsableSQLCode(t *testing.T) {
 		{"nothing was produced", nil, CodeNoUsableSQL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var ee *Error
+			var ee *pg.Error
 			if err := noUsableSQL(2, tc.cands); !errors.As(err, &ee) || ee.Code != tc.code || !errors.Is(err, ErrNoUsableSQL) {
 				t.Fatalf("err = %v, want %s", err, tc.code)
 			}

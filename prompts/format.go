@@ -3,6 +3,8 @@ package prompts
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Limits on what the fixer shows of a result sample, to keep prompts small.
@@ -73,27 +75,27 @@ func near(sql string, pos int) string {
 // errorTip gives a short, code-specific repair hint for common SQLSTATEs.
 func errorTip(code string) string {
 	switch code {
-	case "42703":
+	case pg.CodeUndefinedColumn:
 		return "a column does not exist under that name or alias; use a column from the schema and check which table alias it belongs to."
-	case "42P01":
+	case pg.CodeUndefinedTable:
 		return "a table does not exist under that name; use a table from the schema, with its exact (possibly double-quoted) name."
-	case "42702":
+	case pg.CodeAmbiguousColumn:
 		return "a column name is ambiguous; qualify it with the table alias."
-	case "42883":
+	case pg.CodeUndefinedFunction:
 		return "no function or operator matches these argument types; cast the arguments (e.g. col::numeric, col::text) or use another function."
-	case "42803":
+	case pg.CodeGroupingError:
 		return "every selected column that is not aggregated must appear in GROUP BY."
-	case "42804", "22P02", "22007", "22008":
+	case pg.CodeDatatypeMismatch, pg.CodeInvalidTextRepresentation, pg.CodeInvalidDatetimeFormat, pg.CodeDatetimeFieldOverflow:
 		return "a value or expression does not fit the column's type; cast it or write the literal in the right format (DATE '2024-01-31')."
-	case "42601":
+	case pg.CodeSyntaxError:
 		return "the SQL is malformed; rewrite it as one complete PostgreSQL SELECT."
-	case "22012":
+	case pg.CodeDivisionByZero:
 		return "division by zero; wrap the divisor in NULLIF(divisor, 0)."
-	case "57014":
+	case pg.CodeQueryCanceled:
 		return "the query ran past the time limit; avoid cross joins and unneeded subqueries, join on keys and filter early."
-	case "21000":
+	case pg.CodeCardinalityViolation:
 		return "a scalar subquery returned more than one row; aggregate it, add LIMIT 1, or use IN/EXISTS."
-	case "42501":
+	case pg.CodeInsufficientPrivilege:
 		return "only read-only queries on the tables you can read are allowed."
 	}
 	return ""

@@ -121,7 +121,7 @@ func (s *session) readQuery(n int) ([]byte, Marker, error) {
 		return nil, Marker{}, err
 	}
 	if n == 0 || msg[len(msg)-1] != 0 {
-		return nil, Marker{}, s.fatal("08P01", "nlproxy: malformed Query message")
+		return nil, Marker{}, s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Query message")
 	}
 	m, err := s.parseMarker(msg[5 : len(msg)-1])
 	return msg, m, err
@@ -134,7 +134,7 @@ func (s *session) readParse(n int) (msg []byte, name string, m Marker, tail []by
 	}
 	name, query, tail, err := splitParse(msg[5:])
 	if err != nil {
-		return nil, "", Marker{}, nil, s.fatal("08P01", "nlproxy: %v", err)
+		return nil, "", Marker{}, nil, s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 	}
 	m, err = s.parseMarker([]byte(query))
 	return msg, name, m, tail, err
@@ -293,7 +293,7 @@ func (s *session) trackedBind(n int) error {
 	}
 	var b pgproto3.Bind
 	if err := b.Decode(msg[5:]); err != nil {
-		return s.fatal("08P01", "nlproxy: malformed Bind message")
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Bind message")
 	}
 	st := s.stmts[b.PreparedStatement]
 	if st == nil || st.rows != nil {
@@ -356,7 +356,7 @@ func (s *session) trackedDescribe(n int) error {
 	}
 	var d pgproto3.Describe
 	if err := d.Decode(msg[5:]); err != nil {
-		return s.fatal("08P01", "nlproxy: malformed Describe message")
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Describe message")
 	}
 	s.batchOpen = true
 	switch {
@@ -408,7 +408,7 @@ func (s *session) trackedExecute(n int) error {
 	}
 	var e pgproto3.Execute
 	if err := e.Decode(msg[5:]); err != nil {
-		return s.fatal("08P01", "nlproxy: malformed Execute message")
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Execute message")
 	}
 	s.batchOpen = true
 	p := s.portals[e.Portal]
@@ -457,7 +457,7 @@ func (s *session) trackedClose(n int) error {
 	}
 	var c pgproto3.Close
 	if err := c.Decode(msg[5:]); err != nil {
-		return s.fatal("08P01", "nlproxy: malformed Close message")
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Close message")
 	}
 	s.batchOpen = true
 	switch c.ObjectType {
@@ -999,31 +999,15 @@ func duplicateStatement(name string) *PgError {
 }
 
 func noEngineError() *PgError {
-	return &PgError{Severity: "ERROR", Code: "0A000",
+	return &PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
 		Message: "natural-language queries need an engine: this nlproxy has no translator configured",
 		Hint:    "Configure an engine (Ollama model) for nlproxy, or send plain SQL."}
 }
 
-func translatorError(err error) *PgError {
-	var pe *PgError
-	if errors.As(err, &pe) {
-		e := *pe
-		if e.Severity == "" || e.Severity == "FATAL" || e.Severity == "PANIC" {
-			e.Severity = "ERROR"
-		}
-		if e.Code == "" {
-			e.Code = pg.CodeInternalError
-		}
-		return &e
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return &PgError{Severity: "ERROR", Code: pg.CodeQueryCanceled, Message: "canceling statement due to user request"}
-	case errors.Is(err, guard.ErrFailedTransaction):
-		return &PgError{Severity: "ERROR", Code: pg.CodeInFailedTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}
-	}
-	return &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: internal error while answering the question"}
-}
+// translatorError is what the client is sent for a translator's error:
+// internal/pg's one mapping (a Translator other than nlproxy's engine may
+// return any error).
+func translatorError(err error) *PgError { return pg.ErrorFor(err) }
 
 // waitIdle waits until every request sent upstream has been answered, or
 // until the server waits for the client's COPY data (errCopyIn).

@@ -72,7 +72,7 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 		}
 	} else if tail, err = discardParse(s.cr, n); err != nil {
 		if errors.Is(err, ErrProtocol) {
-			return true, s.fatal("08P01", "nlproxy: %v", err)
+			return true, s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 		}
 		return true, err
 	}

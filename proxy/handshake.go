@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 func readStartup(r *bufio.Reader) (startupPacket, error) {
@@ -40,7 +42,7 @@ func (s *session) handshake(ctx context.Context) error {
 		var err error
 		pkt, err = readStartup(s.cr)
 		if errors.Is(err, ErrProtocol) {
-			return s.fatal("08P01", "nlproxy: %v", err)
+			return s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 		}
 		if err != nil {
 			return err
@@ -48,7 +50,7 @@ func (s *session) handshake(ctx context.Context) error {
 		switch pkt.Kind {
 		case startupSSL:
 			if s.clientTLS {
-				return s.fatal("08P01", "nlproxy: SSLRequest on an encrypted connection")
+				return s.fatal(pg.CodeProtocolViolation, "nlproxy: SSLRequest on an encrypted connection")
 			}
 			// Like Postgres, no TLS over a Unix socket: it never leaves the host.
 			if s.srv.TLSConfig == nil || s.local {
@@ -63,7 +65,7 @@ func (s *session) handshake(ctx context.Context) error {
 			// Bytes already here were sent in plaintext after the SSLRequest and
 			// would be mistaken for protected data (CVE-2021-23214).
 			if s.cr.Buffered() > 0 {
-				return s.fatal("08P01", "nlproxy: received unencrypted data after SSL request")
+				return s.fatal(pg.CodeProtocolViolation, "nlproxy: received unencrypted data after SSL request")
 			}
 			tc := tls.Server(s.client, s.srv.TLSConfig)
 			if err := tc.HandshakeContext(ctx); err != nil {
@@ -87,16 +89,16 @@ func (s *session) handshake(ctx context.Context) error {
 
 func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPacket) error {
 	if s.srv.RequireTLS && !s.clientTLS && !s.local {
-		return s.fatal("28000", "nlproxy: this proxy requires TLS (connect with sslmode=require)")
+		return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: this proxy requires TLS (connect with sslmode=require)")
 	}
 	if !s.srv.acquire() {
-		return s.fatal("53300", "nlproxy: too many connections (limit %d)", s.srv.MaxConns)
+		return s.fatal(pg.CodeTooManyConnections, "nlproxy: too many connections (limit %d)", s.srv.MaxConns)
 	}
 	s.mu.Lock()
 	s.acquired = true
 	s.mu.Unlock()
 	if s.srv.isShutdown() {
-		return s.fatal("57P03", "nlproxy: the proxy is shutting down")
+		return s.fatal(pg.CodeCannotConnectNow, "nlproxy: the proxy is shutting down")
 	}
 	s.user, _ = pkt.get("user")
 	db, ok := pkt.get("database")
@@ -106,20 +108,20 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	s.database = db
 	s.route = s.srv.route(db)
 	if s.route == nil {
-		return s.fatal("3D000", "nlproxy: no upstream configured for database %q", db)
+		return s.fatal(pg.CodeInvalidCatalogName, "nlproxy: no upstream configured for database %q", db)
 	}
 	s.log = s.log.With(zap.String("user", s.user), zap.String("database", db))
 
 	// Client-facing errors name no host, address or role of the
 	// infrastructure; the log line has the detail.
 	dialStart := time.Now()
-	up, err := s.route.dial(ctx)
+	up, err := s.route.Dial(ctx)
 	if err == nil {
 		s.srv.Metrics.UpstreamConnect(time.Since(dialStart))
 	}
 	if err != nil {
 		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
-		return s.fatal("08001", "nlproxy: cannot connect to the database server")
+		return s.fatal(pg.CodeConnectionRefused, "nlproxy: cannot connect to the database server")
 	}
 	s.mu.Lock()
 	closing := s.closing
@@ -152,7 +154,7 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	}
 	if err != nil {
 		s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
-		return s.fatal("08006", "nlproxy: lost the connection to the database server during startup")
+		return s.fatal(pg.CodeConnectionFailure, "nlproxy: lost the connection to the database server during startup")
 	}
 	if err := s.relayAuth(); err != nil {
 		return err
@@ -173,12 +175,12 @@ func (s *session) relayAuth() error {
 				return errQuiet
 			}
 			s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
-			return s.fatal("08006", "nlproxy: the database server closed the connection during startup")
+			return s.fatal(pg.CodeConnectionFailure, "nlproxy: the database server closed the connection during startup")
 		}
 		switch typ {
 		case 'R':
 			if len(body) < 4 {
-				return s.fatal("08P01", "nlproxy: malformed authentication request from the database server")
+				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed authentication request from the database server")
 			}
 			sub := binary.BigEndian.Uint32(body)
 			if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
@@ -194,18 +196,18 @@ func (s *session) relayAuth() error {
 					return err
 				}
 			default:
-				return s.fatal("28000", "nlproxy: unsupported authentication method %d", sub)
+				return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: unsupported authentication method %d", sub)
 			}
 		case 'K':
 			// Protocol 3.0 secrets are 4 bytes; 3.2 allows up to 256.
 			if len(body) < 8 || len(body) > 4+maxSecretLen {
-				return s.fatal("08P01", "nlproxy: malformed BackendKeyData from the database server")
+				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed BackendKeyData from the database server")
 			}
 			pid := binary.BigEndian.Uint32(body)
 			secret, err := s.srv.registerKey(s, pid, len(body)-4)
 			if err != nil {
 				s.log.Error("issuing a cancel key", zap.Error(err))
-				return s.fatal("XX000", "nlproxy: cannot issue a cancel key")
+				return s.fatal(pg.CodeInternalError, "nlproxy: cannot issue a cancel key")
 			}
 			key := cancelKey(pid, secret)
 			s.mu.Lock()
@@ -227,7 +229,7 @@ func (s *session) relayAuth() error {
 			return fmt.Errorf("upstream refused: %w", pgErrorFromBody(body))
 		case 'Z':
 			if len(body) != 1 {
-				return s.fatal("08P01", "nlproxy: malformed ReadyForQuery from the database server")
+				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed ReadyForQuery from the database server")
 			}
 			s.mu.Lock()
 			s.txStatus = body[0]
@@ -252,13 +254,13 @@ func (s *session) relayAuth() error {
 func (s *session) relayClientAuth() error {
 	typ, body, err := readFrame(s.cr, s.maxMsg)
 	if errors.Is(err, ErrProtocol) {
-		return s.fatal("08P01", "nlproxy: %v", err)
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 	}
 	if err != nil {
 		return err
 	}
 	if typ != 'p' {
-		return s.fatal("08P01", "nlproxy: expected authentication response, got message type %q", typ)
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: expected authentication response, got message type %q", typ)
 	}
 	if _, err := s.uw.Write(appendMsg(nil, typ, body)); err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // serverLoop relays upstream → client. Untracked (no ask in play) it
@@ -200,7 +202,7 @@ func (s *session) upstreamLost(locked bool, err error) {
 		if !locked {
 			s.cwMu.Lock()
 		}
-		_, _ = s.cw.Write(encodeError(&PgError{Severity: "FATAL", Code: "08006",
+		_, _ = s.cw.Write(encodeError(&PgError{Severity: "FATAL", Code: pg.CodeConnectionFailure,
 			Message: "nlproxy: lost the connection to the database server"}))
 		_ = s.cw.Flush()
 		if !locked {
@@ -290,7 +292,7 @@ func (s *session) clientLoop() error {
 		typ := hdr[0]
 		n := int(int32(binary.BigEndian.Uint32(hdr[1:]))) - 4
 		if n < 0 || n > s.maxMsg {
-			return s.fatal("08P01", "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
+			return s.fatal(pg.CodeProtocolViolation, "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
 		msgs++
 		if (typ == 'Q' || typ == 'P') && s.bigAskLimit() > 0 && n > s.bigAskLimit() && !(s.tracked.Load() && s.skipBatch) {
@@ -391,9 +393,9 @@ func (s *session) waitClient() error {
 		}
 		if idle && limit > 0 && !time.Now().Before(deadline) {
 			if tx == 'I' {
-				return s.fatal("57P05", "terminating connection due to idle-session timeout (nlproxy)")
+				return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
 			}
-			return s.fatal("25P03", "terminating connection due to idle-in-transaction timeout (nlproxy)")
+			return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // errQuiet ends a session without further reporting (e.g. a CancelRequest).
@@ -231,7 +233,7 @@ func (s *session) fatal(code, format string, args ...any) error {
 }
 
 func shutdownError() *PgError {
-	return &PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command (nlproxy shutting down)"}
+	return &PgError{Severity: "FATAL", Code: pg.CodeAdminShutdown, Message: "terminating connection due to administrator command (nlproxy shutting down)"}
 }
 
 // noteReady records a ReadyForQuery; it reports whether the session should

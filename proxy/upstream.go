@@ -182,8 +182,10 @@ func parseKeywordDSN(s string) (map[string]string, error) {
 	}
 }
 
-// dial connects to the upstream and negotiates TLS per its mode.
-func (u *Upstream) dial(ctx context.Context) (net.Conn, error) {
+// Dial connects to the upstream and negotiates TLS per its mode, as every
+// session does before its startup message (and the readiness check, which
+// goes no further).
+func (u *Upstream) Dial(ctx context.Context) (net.Conn, error) {
 	network := "tcp"
 	if strings.HasPrefix(u.Address, "/") {
 		network = "unix"

@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 const terminateMsg = "X\x00\x00\x00\x04"
@@ -116,7 +118,7 @@ func encodeError(e *PgError) []byte {
 
 func encodeNotice(msg string) []byte {
 	b, _ := (&pgproto3.NoticeResponse{
-		Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: "00000", Message: msg,
+		Severity: "NOTICE", SeverityUnlocalized: "NOTICE", Code: pg.CodeSuccessfulCompletion, Message: msg,
 	}).Encode(nil)
 	return b
 }
@@ -124,7 +126,7 @@ func encodeNotice(msg string) []byte {
 func pgErrorFromBody(body []byte) *PgError {
 	var er pgproto3.ErrorResponse
 	if err := er.Decode(body); err != nil {
-		return &PgError{Severity: "ERROR", Code: "XX000", Message: "undecodable ErrorResponse"}
+		return &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "undecodable ErrorResponse"}
 	}
 	sev := er.SeverityUnlocalized
 	if sev == "" {

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Column is one column as the catalog sees it.
@@ -234,7 +236,7 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 			}
 			reason := err.Error()
 			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "57014" {
+			if errors.As(err, &pe) && pe.Code == pg.CodeQueryCanceled {
 				reason = SkipTimeout
 			}
 			opts.Logger.Warn("value index: column skipped", zap.String("table", c.Schema+"."+c.Table),
@@ -336,7 +338,7 @@ func readColumn(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts Optio
 	sample := c.RowEstimate > opts.SampleThreshold
 	err := readColumnOnce(ctx, tx, b, c, opts, sample)
 	var pe *pgconn.PgError
-	if sample && errors.As(err, &pe) && (pe.Code == "0A000" || pe.Code == "42809") {
+	if sample && errors.As(err, &pe) && (pe.Code == pg.CodeFeatureNotSupported || pe.Code == pg.CodeWrongObjectType) {
 		// TABLESAMPLE on a view: read it whole (the timeout still bounds it).
 		b.resetColumn()
 		sample = false

@@ -9,6 +9,7 @@ import (
 // scoring hundreds of candidates does not allocate per pair.
 type editScratch struct {
 	p2, p1, cur []int
+	ba, bb      []byte
 	ra, rb      []rune
 	best        []float64
 }
@@ -21,17 +22,20 @@ func (s *editScratch) osa(a, b string) int {
 
 // osaMax is osa, but gives up (returning some value > k) as soon as every
 // cell of a DP row exceeds k: scoring only needs distances that could still
-// beat the best score so far.
+// beat the best score so far. ASCII text is compared byte by byte, other
+// text rune by rune; the scratch copies keep both free of allocations.
 func (s *editScratch) osaMax(a, b string, k int) int {
 	if a == b {
 		return 0
 	}
 	if isASCII(a) && isASCII(b) {
-		return s.osaBytes(a, b, k)
+		s.ba = append(s.ba[:0], a...)
+		s.bb = append(s.bb[:0], b...)
+		return osaSeq(s, s.ba, s.bb, k)
 	}
 	s.ra = append(s.ra[:0], []rune(a)...)
 	s.rb = append(s.rb[:0], []rune(b)...)
-	return s.osaRunes(s.ra, s.rb, k)
+	return osaSeq(s, s.ra, s.rb, k)
 }
 
 func (s *editScratch) rows(n int) {
@@ -41,44 +45,9 @@ func (s *editScratch) rows(n int) {
 	s.p2, s.p1, s.cur = s.p2[:n], s.p1[:n], s.cur[:n]
 }
 
-func (s *editScratch) osaBytes(a, b string, k int) int {
-	if len(a) == 0 {
-		return len(b)
-	}
-	if len(b) == 0 {
-		return len(a)
-	}
-	s.rows(len(b) + 1)
-	p2, p1, cur := s.p2, s.p1, s.cur
-	for j := range p1 {
-		p1[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			v := min(p1[j]+1, cur[j-1]+1, p1[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				v = min(v, p2[j-2]+1)
-			}
-			cur[j] = v
-			rowMin = min(rowMin, v)
-		}
-		p2, p1, cur = p1, cur, p2
-		if rowMin > k {
-			s.p2, s.p1, s.cur = p2, p1, cur
-			return k + 1
-		}
-	}
-	s.p2, s.p1, s.cur = p2, p1, cur
-	return p1[len(b)]
-}
-
-func (s *editScratch) osaRunes(a, b []rune, k int) int {
+// osaSeq is the distance between two sequences of bytes or of runes, in
+// s's rows.
+func osaSeq[E byte | rune](s *editScratch, a, b []E, k int) int {
 	if len(a) == 0 {
 		return len(b)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // catalogConnector opens catalog connections to the upstream that serves a
@@ -220,12 +222,12 @@ func connectFix(err error, role string) string {
 		code = pe.Code
 	}
 	switch {
-	case code == "28P01" || strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "SASL"):
+	case code == pg.CodeInvalidPassword || strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "SASL"):
 		return fmt.Sprintf("give the catalog role %q its password: --catalog-dsn 'postgres://%s:PASSWORD@host/db' (or NLPROXY_CATALOG_DSN), "+
 			"a line 'host:port:database:%s:PASSWORD' in ~/.pgpass or the file PGPASSFILE names (mode 0600), or PGPASSWORD", role, role, role)
-	case code == "28000":
+	case code == pg.CodeInvalidAuthorization:
 		return fmt.Sprintf("the server refused role %q (no such role, or no pg_hba.conf entry for it from this host): create it or set --catalog-dsn to one that may connect", role)
-	case code == "3D000":
+	case code == pg.CodeInvalidCatalogName:
 		return "the database does not exist on that server: check the --upstream route"
 	default:
 		return "check that the server is reachable from here and --upstream / --catalog-dsn are right"

@@ -20,6 +20,7 @@ import (
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/report"
 	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -121,7 +122,7 @@ func evalLoad(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		start := time.Now()
 		l, err := dataset.Load(ctx, connect, ds, db, opts)
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42P04" {
+		if errors.As(err, &pe) && pe.Code == pg.CodeDuplicateDatabase {
 			return fmt.Errorf("%w\nthe database is there from an earlier load: run again with --replace to drop and reload it", err)
 		}
 		if err != nil {

@@ -233,17 +233,13 @@ func (o *ops) Close() error {
 	return errors.Join(errs...)
 }
 
-// upstreamCheck dials every upstream (no login): the proxy can relay.
+// upstreamCheck dials every upstream as a session does, TLS included, but
+// does not log in: the proxy can relay.
 func upstreamCheck(ups []proxy.Upstream) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var errs []error
 		for _, u := range ups {
-			network := "tcp"
-			if strings.HasPrefix(u.Address, "/") {
-				network = "unix"
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, u.Address)
+			c, err := u.Dial(ctx)
 			if err != nil {
 				name := u.Database
 				if name == "" {

@@ -42,7 +42,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 			return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeInsufficientPrivilege, Message: nt.Error(),
 				Hint: "Each database says why it was skipped. The operator grants access with an authenticator role per upstream and CONNECT on the database to your login role; see docs/guard.md, \"What ask(all) checks before it takes on a role\"."}
 		}
-		return proxy.Translation{}, toPgError(err)
+		return proxy.Translation{}, pg.ErrorFor(err)
 	}
 	tr := proxy.Translation{Notices: ans.Notices()}
 	switch ans.Kind {

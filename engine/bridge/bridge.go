@@ -87,9 +87,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		// reaches the audit log, the metrics and the admin page.
 		var f *engine.Failed
 		if errors.As(err, &f) {
-			return proxy.Translation{Report: failedReport(f)}, toPgError(err)
+			return proxy.Translation{Report: failedReport(f)}, pg.ErrorFor(err)
 		}
-		return proxy.Translation{}, toPgError(err)
+		return proxy.Translation{}, pg.ErrorFor(err)
 	}
 	// People see the SQL as written; in a client encoding other than UTF-8
 	// they see the sealed text, which is ASCII and so exact there too.
@@ -226,19 +226,4 @@ func traceJSON(t *engine.Trace) string {
 
 func utf8Client(enc string) bool {
 	return enc == "" || enc == "UTF8" || enc == "UNICODE" || enc == "SQL_ASCII"
-}
-
-// toPgError maps engine errors to what the client sees. Causes stay in the
-// proxy's log: they can name the upstream, the catalog role or the model
-// server, which clients must not see.
-func toPgError(err error) error {
-	var ee *engine.Error
-	if errors.As(err, &ee) {
-		return &proxy.PgError{Severity: "ERROR", Code: ee.Code, Message: ee.Message, Detail: ee.Detail, Hint: ee.Hint}
-	}
-	var se *pg.Error
-	if errors.As(err, &se) {
-		return &proxy.PgError{Severity: "ERROR", Code: se.Code, Message: se.Message, Detail: se.Detail, Hint: se.Hint}
-	}
-	return &proxy.PgError{Severity: "ERROR", Code: engine.CodeInternalError, Message: "nlproxy: internal error while answering the question"}
 }

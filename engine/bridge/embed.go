@@ -48,7 +48,7 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 		// asking session resolves them, like generated SQL.
 		names, err := t.Engine.SessionNames(ctx, req.Database, req.Exec)
 		if err != nil {
-			return proxy.Translation{Report: tr.Report}, toPgError(t.Engine.Classify(ctx, err))
+			return proxy.Translation{Report: tr.Report}, pg.ErrorFor(t.Engine.Classify(ctx, err))
 		}
 		opts.Names = names
 	}

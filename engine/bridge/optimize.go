@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/pg"
@@ -26,7 +25,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 			Message: "nlproxy: optimize: is not enabled on this proxy", Hint: "Configure a generator model for nlproxy."}
 	}
 	if req.TxStatus == byte(pg.TxFailed) {
-		return proxy.Translation{}, toPgError(engine.ErrFailedTransaction)
+		return proxy.Translation{}, pg.ErrorFor(pg.ErrFailedTransaction)
 	}
 	opts := t.guardOptions(ctx, req.Database)
 	opts.AllowExplain = false
@@ -115,7 +114,7 @@ func (t Translator) optimizeError(ctx context.Context, err error) error {
 	}
 	var se *pg.Error
 	if errors.As(err, &se) {
-		return toPgError(err) // the user's own query failed on the server
+		return pg.ErrorFor(err) // the user's own query failed on the server
 	}
-	return toPgError(t.Engine.Classify(ctx, err))
+	return pg.ErrorFor(t.Engine.Classify(ctx, err))
 }

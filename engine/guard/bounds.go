@@ -8,6 +8,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Bounds cap what one statement may ask of the server before it runs. The
@@ -83,7 +85,7 @@ func (c *boundsCounter) check() error {
 }
 
 func limitError(what string) error {
-	return &RejectError{Reason: "the statement asks too much of the server: " + what, Code: CodeProgramLimitExceeded}
+	return &RejectError{Reason: "the statement asks too much of the server: " + what, Code: pg.CodeProgramLimitExceeded}
 }
 
 // expressionNode reports whether m counts toward depth and size: every

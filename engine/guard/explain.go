@@ -3,6 +3,8 @@ package guard
 import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // explainPrefix asks the planner for its plan as JSON without running the
@@ -16,26 +18,26 @@ const explainPrefix = "EXPLAIN (FORMAT JSON) "
 // result needs no other check: EXPLAIN without ANALYZE executes nothing.
 func (s Statement) Explain() (Statement, error) {
 	if s.IsZero() {
-		return Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: pg.CodeFeatureNotSupported}
 	}
 	if s.checked.Kind != KindSelect {
-		return Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: pg.CodeFeatureNotSupported}
 	}
 	text := explainPrefix + s.sealed
 	tree, err := pg_query.Parse(text)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	inner, err := pg_query.Parse(s.sealed)
 	if err != nil || len(inner.GetStmts()) != 1 {
-		return Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: pg.CodeFeatureNotSupported}
 	}
 	if len(tree.GetStmts()) != 1 {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement is not one statement", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement is not one statement", Code: pg.CodeFeatureNotSupported}
 	}
 	ex := tree.GetStmts()[0].GetStmt().GetExplainStmt()
 	if ex == nil || !explainOptionsAreJSON(ex.GetOptions()) || !sameNode(ex.GetQuery(), inner.GetStmts()[0].GetStmt()) {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: pg.CodeFeatureNotSupported}
 	}
 	c := *s.checked
 	c.SQL = text

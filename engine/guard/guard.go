@@ -19,18 +19,12 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"github.com/pganalyze/pg_query_go/v5/parser"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // DefaultMaxLen caps SQL length (bytes) when Options.MaxLen is zero.
 const DefaultMaxLen = 100 << 10
-
-// SQLSTATE codes a RejectError carries.
-const (
-	CodeInsufficientPrivilege = "42501" // not a read-only SELECT
-	CodeSyntaxError           = "42601" // unparsable or empty
-	CodeFeatureNotSupported   = "0A000" // a construct the guard cannot classify
-	CodeProgramLimitExceeded  = "54000" // SQL longer than MaxLen, or asking too much of the server
-)
 
 // Kind is the kind of an accepted statement.
 type Kind string
@@ -164,22 +158,22 @@ func Check(sql string, opts Options) (*Checked, error) {
 		maxLen = DefaultMaxLen
 	}
 	if len(sql) > maxLen {
-		return nil, &RejectError{Reason: fmt.Sprintf("SQL is %d bytes, over the %d-byte limit", len(sql), maxLen), Code: CodeProgramLimitExceeded}
+		return nil, &RejectError{Reason: fmt.Sprintf("SQL is %d bytes, over the %d-byte limit", len(sql), maxLen), Code: pg.CodeProgramLimitExceeded}
 	}
 	if !utf8.ValidString(sql) || strings.IndexByte(sql, 0) >= 0 {
 		// The server would refuse such text; refusing it here keeps what the
 		// guard parses the same as what the server would.
-		return nil, &RejectError{Reason: "SQL is not valid UTF-8 text", Code: "22021"}
+		return nil, &RejectError{Reason: "SQL is not valid UTF-8 text", Code: pg.CodeCharacterNotInRepertoire}
 	}
 	tree, err := parse(sql)
 	if err != nil {
 		return nil, err
 	}
 	if len(tree.Stmts) == 0 {
-		return nil, &RejectError{Reason: "no statement", Code: CodeSyntaxError}
+		return nil, &RejectError{Reason: "no statement", Code: pg.CodeSyntaxError}
 	}
 	if len(tree.Stmts) > 1 {
-		return nil, &RejectError{Reason: fmt.Sprintf("%d statements; exactly one is allowed", len(tree.Stmts)), Code: CodeInsufficientPrivilege}
+		return nil, &RejectError{Reason: fmt.Sprintf("%d statements; exactly one is allowed", len(tree.Stmts)), Code: pg.CodeInsufficientPrivilege}
 	}
 	stmt := tree.Stmts[0].GetStmt()
 	c := &Checked{SQL: sql, Kind: KindSelect}
@@ -190,18 +184,18 @@ func Check(sql string, opts Options) (*Checked, error) {
 	case stmt.GetExplainStmt() != nil:
 		ex := stmt.GetExplainStmt()
 		if !opts.AllowExplain {
-			return nil, &RejectError{Reason: "EXPLAIN is not allowed here", Code: CodeInsufficientPrivilege}
+			return nil, &RejectError{Reason: "EXPLAIN is not allowed here", Code: pg.CodeInsufficientPrivilege}
 		}
 		if err := checkExplainOptions(ex.GetOptions()); err != nil {
 			return nil, err
 		}
 		if ex.GetQuery().GetSelectStmt() == nil {
-			return nil, &RejectError{Reason: "EXPLAIN of " + nodeName(ex.GetQuery()) + "; only EXPLAIN of a SELECT is allowed", Code: CodeInsufficientPrivilege}
+			return nil, &RejectError{Reason: "EXPLAIN of " + nodeName(ex.GetQuery()) + "; only EXPLAIN of a SELECT is allowed", Code: pg.CodeInsufficientPrivilege}
 		}
 		c.Kind = KindExplain
 		body = ex.GetQuery()
 	default:
-		return nil, &RejectError{Reason: "only SELECT is allowed, got " + nodeName(stmt), Code: CodeInsufficientPrivilege}
+		return nil, &RejectError{Reason: "only SELECT is allowed, got " + nodeName(stmt), Code: pg.CodeInsufficientPrivilege}
 	}
 
 	if err := validatePatterns("DenyFunctions", opts.DenyFunctions); err != nil {
@@ -251,7 +245,7 @@ func checkViews(refs []TableRef, opts *Options, depth int, seen map[string]bool)
 			}
 			seen[def] = true
 			if depth >= maxViewDepth {
-				return &RejectError{Reason: "view " + r.String() + " is nested too deeply to check", Code: CodeFeatureNotSupported}
+				return &RejectError{Reason: "view " + r.String() + " is nested too deeply to check", Code: pg.CodeFeatureNotSupported}
 			}
 			if err := checkView(r, def, opts, depth, seen); err != nil {
 				return err
@@ -274,7 +268,7 @@ func checkView(r TableRef, def string, opts *Options, depth int, seen map[string
 		return wrap(err)
 	}
 	if len(tree.Stmts) != 1 || tree.Stmts[0].GetStmt().GetSelectStmt() == nil {
-		return &RejectError{Reason: "view " + r.String() + " is not a plain SELECT", Code: CodeFeatureNotSupported}
+		return &RejectError{Reason: "view " + r.String() + " is not a plain SELECT", Code: pg.CodeFeatureNotSupported}
 	}
 	w := newWalker(def, opts)
 	if err := w.walk(tree.Stmts[0].GetStmt().ProtoReflect()); err != nil {
@@ -299,22 +293,22 @@ func parse(sql string) (*pg_query.ParseResult, error) {
 	}
 	var pe *parser.Error
 	if errors.As(err, &pe) {
-		return nil, &RejectError{Reason: "syntax error: " + pe.Message, Code: CodeSyntaxError, Position: pe.Cursorpos}
+		return nil, &RejectError{Reason: "syntax error: " + pe.Message, Code: pg.CodeSyntaxError, Position: pe.Cursorpos}
 	}
 	// Not a parser error (e.g. nesting too deep to decode): refuse, keeping the cause.
-	return nil, &RejectError{Reason: "cannot parse: " + err.Error(), Code: CodeSyntaxError}
+	return nil, &RejectError{Reason: "cannot parse: " + err.Error(), Code: pg.CodeSyntaxError}
 }
 
 func checkExplainOptions(opts []*pg_query.Node) error {
 	for _, o := range opts {
 		d := o.GetDefElem()
 		if d == nil {
-			return &RejectError{Reason: "unrecognized EXPLAIN option " + nodeName(o), Code: CodeFeatureNotSupported}
+			return &RejectError{Reason: "unrecognized EXPLAIN option " + nodeName(o), Code: pg.CodeFeatureNotSupported}
 		}
 		// ANALYZE executes the statement; refuse it even when set to false
 		// rather than interpreting its argument.
 		if strings.EqualFold(d.GetDefname(), "analyze") {
-			return &RejectError{Reason: "EXPLAIN ANALYZE executes the statement", Code: CodeInsufficientPrivilege}
+			return &RejectError{Reason: "EXPLAIN ANALYZE executes the statement", Code: pg.CodeInsufficientPrivilege}
 		}
 	}
 	return nil
@@ -383,23 +377,23 @@ func (w *walker) walk(m protoreflect.Message) error {
 func (w *walker) visit(m protoreflect.Message) error {
 	name := m.Descriptor().Name()
 	if what, ok := writeNodes[name]; ok {
-		return &RejectError{Reason: what + " is not allowed", Code: CodeInsufficientPrivilege, Position: w.pos(m)}
+		return &RejectError{Reason: what + " is not allowed", Code: pg.CodeInsufficientPrivilege, Position: w.pos(m)}
 	}
 	if !allowedNodes[name] {
 		if strings.HasSuffix(string(name), "Stmt") {
-			return &RejectError{Reason: "nested " + string(name) + " is not allowed", Code: CodeInsufficientPrivilege, Position: w.pos(m)}
+			return &RejectError{Reason: "nested " + string(name) + " is not allowed", Code: pg.CodeInsufficientPrivilege, Position: w.pos(m)}
 		}
-		return &RejectError{Reason: "unsupported construct " + string(name), Code: CodeFeatureNotSupported, Position: w.pos(m)}
+		return &RejectError{Reason: "unsupported construct " + string(name), Code: pg.CodeFeatureNotSupported, Position: w.pos(m)}
 	}
 	switch n := m.Interface().(type) {
 	case *pg_query.FuncCall:
 		parts := stringList(n.GetFuncname())
 		if len(parts) == 0 {
-			return &RejectError{Reason: "function call without a name", Code: CodeFeatureNotSupported}
+			return &RejectError{Reason: "function call without a name", Code: pg.CodeFeatureNotSupported}
 		}
 		v := judgeFunction(parts, w.opts, w.deny)
 		if v.reason != "" {
-			return &RejectError{Reason: v.reason, Code: CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
+			return &RejectError{Reason: v.reason, Code: pg.CodeInsufficientPrivilege, Position: int(n.GetLocation()) + 1}
 		}
 		switch {
 		case v.builtin && len(parts) == 1:
@@ -445,7 +439,7 @@ func (w *walker) visit(m protoreflect.Message) error {
 	case *pg_query.RangeSubselect:
 		w.bounds.subqueries++
 	case *pg_query.ParamRef:
-		return &RejectError{Reason: "parameter $" + fmt.Sprint(n.GetNumber()) + " has no value here", Code: CodeSyntaxError, Position: int(n.GetLocation()) + 1}
+		return &RejectError{Reason: "parameter $" + fmt.Sprint(n.GetNumber()) + " has no value here", Code: pg.CodeSyntaxError, Position: int(n.GetLocation()) + 1}
 	case *pg_query.CommonTableExpr:
 		w.ctes[n.GetCtename()] = true
 		w.bounds.ctes++
@@ -474,7 +468,7 @@ func (w *walker) fieldName(name string, loc int) error {
 		return nil
 	}
 	if v := judgeFunction([]string{name}, w.opts, w.deny); v.reason != "" {
-		return &RejectError{Reason: "field selection ." + name + " would call a function: " + v.reason, Code: CodeInsufficientPrivilege, Position: loc + 1}
+		return &RejectError{Reason: "field selection ." + name + " would call a function: " + v.reason, Code: pg.CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	return nil
 }
@@ -488,7 +482,7 @@ func operatorName(name []*pg_query.Node, loc int) error {
 		return nil
 	}
 	if schema := parts[len(parts)-2]; !strings.EqualFold(schema, "pg_catalog") {
-		return &RejectError{Reason: "operator " + strings.Join(parts, ".") + " is not a built-in operator", Code: CodeInsufficientPrivilege, Position: loc + 1}
+		return &RejectError{Reason: "operator " + strings.Join(parts, ".") + " is not a built-in operator", Code: pg.CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/golden"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 const fixtureSQL = `
@@ -112,7 +113,7 @@ func TestPostgres(t *testing.T) {
 			}
 			_, err := Check(sql, withCatalog(t, Options{}))
 			var re *RejectError
-			if !errors.As(err, &re) || re.Code != CodeInsufficientPrivilege {
+			if !errors.As(err, &re) || re.Code != pg.CodeInsufficientPrivilege {
 				t.Errorf("Check(%q) = %v, want insufficient_privilege", sql, err)
 			}
 		}

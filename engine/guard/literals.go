@@ -6,6 +6,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Literal is a string constant compared with a column in a WHERE, JOIN ON or
@@ -31,7 +33,7 @@ type Literal struct {
 // are not reported.
 func Literals(sql string) ([]Literal, error) {
 	if len(sql) > DefaultMaxLen {
-		return nil, &RejectError{Reason: "SQL too long", Code: CodeProgramLimitExceeded}
+		return nil, &RejectError{Reason: "SQL too long", Code: pg.CodeProgramLimitExceeded}
 	}
 	tree, err := parse(sql)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 func TestLiterals(t *testing.T) {
@@ -90,7 +92,7 @@ func TestLiterals(t *testing.T) {
 func TestLiteralsSyntaxError(t *testing.T) {
 	_, err := Literals("SELECT * FROM WHERE")
 	var re *RejectError
-	if !errors.As(err, &re) || re.Code != CodeSyntaxError {
+	if !errors.As(err, &re) || re.Code != pg.CodeSyntaxError {
 		t.Fatalf("want syntax RejectError, got %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // PinnedSearchPath is the search_path inside every Scope. Functions and
@@ -203,13 +205,13 @@ func qualifyNames(c *Checked, opts *Options) error {
 // unsafeName refuses temporary objects and what Names says is unsafe.
 func unsafeName(names Names, schema, name, what string, loc int) error {
 	if isTempSchema(schema) {
-		return &RejectError{Reason: fmt.Sprintf("%s %s.%s is a temporary object of the session", what, schema, name), Code: CodeInsufficientPrivilege, Position: loc + 1}
+		return &RejectError{Reason: fmt.Sprintf("%s %s.%s is a temporary object of the session", what, schema, name), Code: pg.CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	if names == nil {
 		return nil
 	}
 	if why := names.Unsafe(schema, name); why != "" {
-		return &RejectError{Reason: fmt.Sprintf("%s %s.%s is not allowed: %s", what, schema, name, why), Code: CodeInsufficientPrivilege, Position: loc + 1}
+		return &RejectError{Reason: fmt.Sprintf("%s %s.%s is not allowed: %s", what, schema, name, why), Code: pg.CodeInsufficientPrivilege, Position: loc + 1}
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // fakeNames is a Names with fixed answers: relations and types in app and
@@ -87,26 +89,26 @@ func TestSealRefusesWhatResolutionShows(t *testing.T) {
 	tests := []struct {
 		name, sql, code, reason string
 	}{
-		{"temporary relation", "SELECT * FROM pg_temp.orders", CodeInsufficientPrivilege, "temporary"},
-		{"another session's temporary schema", "SELECT * FROM pg_temp_3.orders", CodeInsufficientPrivilege, "temporary"},
-		{"temporary type", "SELECT 5::pg_temp.mood", CodeInsufficientPrivilege, "temporary"},
-		{"cast to a domain whose check calls a user function", "SELECT 'x'::checked_text", CodeInsufficientPrivilege, "app.chk"},
-		{"qualified unsafe type", "SELECT CAST('x' AS app.checked_text)", CodeInsufficientPrivilege, "app.chk"},
-		{"relation holding an unsafe type", "SELECT * FROM moods", CodeInsufficientPrivilege, "holds"},
-		{"row type of an unsafe relation", "SELECT ROW(1)::moods", CodeInsufficientPrivilege, "holds"},
-		{"user operator", "SELECT 1 OPERATOR(app.=) 1", CodeInsufficientPrivilege, "operator"},
-		{"user operator in ANY", "SELECT 1 OPERATOR(app.=) ANY (ARRAY[1])", CodeInsufficientPrivilege, "operator"},
-		{"user operator in a sublink", "SELECT 1 OPERATOR(app.=) ANY (SELECT 1)", CodeInsufficientPrivilege, "operator"},
-		{"user operator in ORDER BY USING", "SELECT 1 AS a ORDER BY 1 USING OPERATOR(app.<)", CodeInsufficientPrivilege, "operator"},
-		{"field selection calling a denied built-in", "SELECT (42::bigint).pg_advisory_lock", CodeInsufficientPrivilege, "field selection"},
-		{"field selection on a column", "SELECT o.pg_advisory_lock FROM orders o", CodeInsufficientPrivilege, "field selection"},
-		{"field selection calling a volatile built-in", "SELECT (o).nextval FROM orders o", CodeInsufficientPrivilege, "field selection"},
-		{"deep expression", "SELECT " + strings.Repeat("ROW(", 100) + "1" + strings.Repeat(")", 100), CodeProgramLimitExceeded, "nested"},
-		{"many CTEs", "WITH " + ctes(40) + " SELECT 1", CodeProgramLimitExceeded, "common table expressions"},
-		{"huge repeat", "SELECT pg_catalog.repeat('x', 1000000000)", CodeProgramLimitExceeded, "repeat"},
-		{"repeat sized by data", "SELECT repeat('x', id) FROM orders", CodeProgramLimitExceeded, "constant"},
-		{"huge lpad", "SELECT lpad('x', 2000000000)", CodeProgramLimitExceeded, "lpad"},
-		{"huge series", "SELECT * FROM generate_series(1, 1e10)", CodeProgramLimitExceeded, "generate_series"},
+		{"temporary relation", "SELECT * FROM pg_temp.orders", pg.CodeInsufficientPrivilege, "temporary"},
+		{"another session's temporary schema", "SELECT * FROM pg_temp_3.orders", pg.CodeInsufficientPrivilege, "temporary"},
+		{"temporary type", "SELECT 5::pg_temp.mood", pg.CodeInsufficientPrivilege, "temporary"},
+		{"cast to a domain whose check calls a user function", "SELECT 'x'::checked_text", pg.CodeInsufficientPrivilege, "app.chk"},
+		{"qualified unsafe type", "SELECT CAST('x' AS app.checked_text)", pg.CodeInsufficientPrivilege, "app.chk"},
+		{"relation holding an unsafe type", "SELECT * FROM moods", pg.CodeInsufficientPrivilege, "holds"},
+		{"row type of an unsafe relation", "SELECT ROW(1)::moods", pg.CodeInsufficientPrivilege, "holds"},
+		{"user operator", "SELECT 1 OPERATOR(app.=) 1", pg.CodeInsufficientPrivilege, "operator"},
+		{"user operator in ANY", "SELECT 1 OPERATOR(app.=) ANY (ARRAY[1])", pg.CodeInsufficientPrivilege, "operator"},
+		{"user operator in a sublink", "SELECT 1 OPERATOR(app.=) ANY (SELECT 1)", pg.CodeInsufficientPrivilege, "operator"},
+		{"user operator in ORDER BY USING", "SELECT 1 AS a ORDER BY 1 USING OPERATOR(app.<)", pg.CodeInsufficientPrivilege, "operator"},
+		{"field selection calling a denied built-in", "SELECT (42::bigint).pg_advisory_lock", pg.CodeInsufficientPrivilege, "field selection"},
+		{"field selection on a column", "SELECT o.pg_advisory_lock FROM orders o", pg.CodeInsufficientPrivilege, "field selection"},
+		{"field selection calling a volatile built-in", "SELECT (o).nextval FROM orders o", pg.CodeInsufficientPrivilege, "field selection"},
+		{"deep expression", "SELECT " + strings.Repeat("ROW(", 100) + "1" + strings.Repeat(")", 100), pg.CodeProgramLimitExceeded, "nested"},
+		{"many CTEs", "WITH " + ctes(40) + " SELECT 1", pg.CodeProgramLimitExceeded, "common table expressions"},
+		{"huge repeat", "SELECT pg_catalog.repeat('x', 1000000000)", pg.CodeProgramLimitExceeded, "repeat"},
+		{"repeat sized by data", "SELECT repeat('x', id) FROM orders", pg.CodeProgramLimitExceeded, "constant"},
+		{"huge lpad", "SELECT lpad('x', 2000000000)", pg.CodeProgramLimitExceeded, "lpad"},
+		{"huge series", "SELECT * FROM generate_series(1, 1e10)", pg.CodeProgramLimitExceeded, "generate_series"},
 	}
 	opts := withCatalog(t, Options{Names: fakeNames{}})
 	for _, tt := range tests {

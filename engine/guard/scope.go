@@ -36,9 +36,6 @@ type Scope struct {
 	Start pg.TxStatus
 }
 
-// ErrFailedTransaction: nothing can run in an aborted transaction.
-var ErrFailedTransaction = errors.New("guard: the session's transaction is aborted")
-
 const savepoint = "nlproxy_guard"
 
 // readOnlyLocal makes the current transaction (or subtransaction) read-only
@@ -95,7 +92,7 @@ func TrialScope(stmt Statement, tx pg.TxStatus, timeout time.Duration) (Scope, e
 	case pg.TxInTx:
 		return blockScope(tx, timeout, k), nil
 	case pg.TxFailed:
-		return Scope{}, ErrFailedTransaction
+		return Scope{}, pg.ErrFailedTransaction
 	}
 	return Scope{}, fmt.Errorf("guard: unknown transaction status %q", byte(tx))
 }
@@ -113,7 +110,7 @@ func RunScope(tx pg.TxStatus, timeout time.Duration) (Scope, error) {
 	case pg.TxInTx:
 		return blockScope(tx, timeout, kind{pin: true}), nil
 	case pg.TxFailed:
-		return Scope{}, ErrFailedTransaction
+		return Scope{}, pg.ErrFailedTransaction
 	}
 	return Scope{}, fmt.Errorf("guard: unknown transaction status %q", byte(tx))
 }
@@ -143,7 +140,7 @@ func blockScope(tx pg.TxStatus, timeout time.Duration, k kind) Scope {
 func TrialScopeAs(stmt Statement, tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
 	if tx != pg.TxIdle {
 		if tx == pg.TxFailed {
-			return Scope{}, ErrFailedTransaction
+			return Scope{}, pg.ErrFailedTransaction
 		}
 		return Scope{}, fmt.Errorf("guard: a run as another role needs an idle session, not %q", byte(tx))
 	}

@@ -8,6 +8,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Statement is SQL the guard accepted, in the one form nlproxy ever sends
@@ -56,7 +58,7 @@ func Seal(sql string, opts Options) (Statement, error) {
 	}
 	text, err := pg_query.Deparse(c.tree)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "cannot normalize the statement: " + err.Error(), Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "cannot normalize the statement: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	text, err = asciiSQL(text)
 	if err != nil {
@@ -64,10 +66,10 @@ func Seal(sql string, opts Options) (Statement, error) {
 	}
 	again, err := pg_query.Parse(text)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "normalized statement does not parse: " + err.Error(), Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "normalized statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	if !sameTree(c.tree, again) {
-		return Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: CodeFeatureNotSupported}
+		return Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
 	}
 	return Statement{sealed: text, display: sql, checked: c}, nil
 }
@@ -110,7 +112,7 @@ func clearLocations(m protoreflect.Message) {
 func asciiSQL(sql string) (string, error) {
 	res, err := pg_query.Scan(sql)
 	if err != nil {
-		return "", &RejectError{Reason: "cannot scan the normalized statement: " + err.Error(), Code: CodeFeatureNotSupported}
+		return "", &RejectError{Reason: "cannot scan the normalized statement: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	var b strings.Builder
 	b.Grow(len(sql) + 16)
@@ -118,7 +120,7 @@ func asciiSQL(sql string) (string, error) {
 	for _, tok := range res.GetTokens() {
 		start, end := int(tok.GetStart()), int(tok.GetEnd())
 		if start < at || end > len(sql) || start > end {
-			return "", &RejectError{Reason: "unexpected token extent in the normalized statement", Code: CodeFeatureNotSupported}
+			return "", &RejectError{Reason: "unexpected token extent in the normalized statement", Code: pg.CodeFeatureNotSupported}
 		}
 		b.WriteString(sql[at:start])
 		text := sql[start:end]
@@ -135,12 +137,12 @@ func asciiSQL(sql string) (string, error) {
 				break
 			}
 			if len(text) < 2 || text[0] != '"' || text[len(text)-1] != '"' {
-				return "", &RejectError{Reason: "unquoted non-ASCII identifier in the normalized statement", Code: CodeFeatureNotSupported}
+				return "", &RejectError{Reason: "unquoted non-ASCII identifier in the normalized statement", Code: pg.CodeFeatureNotSupported}
 			}
 			b.WriteString(encodeIdent(strings.ReplaceAll(text[1:len(text)-1], `""`, `"`)))
 		default:
 			if !isASCII(text) {
-				return "", &RejectError{Reason: "non-ASCII text outside strings and identifiers", Code: CodeFeatureNotSupported}
+				return "", &RejectError{Reason: "non-ASCII text outside strings and identifiers", Code: pg.CodeFeatureNotSupported}
 			}
 			b.WriteString(text)
 		}
@@ -149,7 +151,7 @@ func asciiSQL(sql string) (string, error) {
 	b.WriteString(sql[at:])
 	out := b.String()
 	if !isASCII(out) || strings.IndexByte(out, 0) >= 0 {
-		return "", &RejectError{Reason: "normalized statement is not plain ASCII", Code: CodeFeatureNotSupported}
+		return "", &RejectError{Reason: "normalized statement is not plain ASCII", Code: pg.CodeFeatureNotSupported}
 	}
 	return out, nil
 }
@@ -158,7 +160,7 @@ func asciiSQL(sql string) (string, error) {
 // deparser writes them: '…' with ” for a quote, or E'…' where the only
 // escape is \\ (the deparser doubles backslashes and nothing else).
 func decodeDeparsedString(tok string) (string, error) {
-	bad := &RejectError{Reason: "unexpected string constant form in the normalized statement", Code: CodeFeatureNotSupported}
+	bad := &RejectError{Reason: "unexpected string constant form in the normalized statement", Code: pg.CodeFeatureNotSupported}
 	escaped := false
 	switch {
 	case strings.HasPrefix(tok, "'"):
@@ -192,7 +194,7 @@ func decodeDeparsedString(tok string) (string, error) {
 		}
 	}
 	if !utf8.ValidString(v.String()) {
-		return "", &RejectError{Reason: "string constant is not valid UTF-8", Code: "22021"}
+		return "", &RejectError{Reason: "string constant is not valid UTF-8", Code: pg.CodeCharacterNotInRepertoire}
 	}
 	return v.String(), nil
 }

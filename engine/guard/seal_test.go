@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 func TestSeal(t *testing.T) {
@@ -115,7 +117,7 @@ func TestSealCorpus(t *testing.T) {
 			st, err := Seal(tc.sql, withCatalog(t, tc.opts))
 			if deparserGaps[tc.name] {
 				var re *RejectError
-				if !errors.As(err, &re) || re.Code != CodeFeatureNotSupported {
+				if !errors.As(err, &re) || re.Code != pg.CodeFeatureNotSupported {
 					t.Fatalf("Seal = %v; want the round trip to refuse it (if the deparser is fixed, drop this case from deparserGaps)", err)
 				}
 				return

@@ -53,7 +53,8 @@ func CheckModels(ctx context.Context, client Client, cfg Config) error {
 	}
 }
 
-// NormalizeModel adds Ollama's implicit ":latest" tag to a model name.
+// NormalizeModel adds Ollama's implicit ":latest" tag to a model name (the
+// fake Ollama in integration/fakeollama matches names with it too).
 func NormalizeModel(m string) string {
 	m = strings.TrimSpace(m)
 	if m == "" {

@@ -230,6 +230,12 @@ func statementPass(s string, re *regexp.Regexp, prose, upperOnly bool) string {
 // sqlEnd returns the length of the statement at the start of s: up to the
 // first ';' outside quotes, identifiers, comments and dollar quotes; in prose
 // also up to a blank line, and after an inline backtick up to the next one.
+//
+// This lexer is hand-written on purpose, beside pg_query's scanner (which
+// eval/compare and the guard use): it reads a model's answer, where SQL runs
+// on into prose, and the scanner fails a whole text over one apostrophe in
+// "don't" or an unclosed backtick; the ends it looks for (a blank line, a
+// backtick) are not SQL tokens; and it keeps this package free of cgo.
 func sqlEnd(s string, prose, backtick bool) int {
 	for i := 0; i < len(s); i++ {
 		c := s[i]

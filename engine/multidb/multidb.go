@@ -33,6 +33,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -195,17 +196,13 @@ func (ans *Answer) Notices() []string {
 // ErrText is what a person is told about a step's failure: the server's or
 // the engine's message with its SQLSTATE; causes stay in the log.
 func ErrText(err error) string {
-	var ee *engine.Error
+	var ee *pg.Error
 	if errors.As(err, &ee) {
 		code := fmt.Sprintf("(SQLSTATE %s)", ee.Code)
 		if strings.HasSuffix(ee.Message, code) {
 			return ee.Message // the server's own error, quoted, already says it
 		}
 		return ee.Message + " " + code
-	}
-	var se *engine.ServerError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s (SQLSTATE %s)", se.Message, se.Code)
 	}
 	return "internal error"
 }
@@ -221,7 +218,7 @@ type target struct {
 	conn     *pgconn.PgConn  // authenticator connection to close; nil for the asker's own
 }
 
-// Ask answers req. Errors are *engine.Error (a SQLSTATE for the client) or
+// Ask answers req. Errors are *pg.Error (a SQLSTATE for the client) or
 // *NoTargetError.
 func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 	a.once.Do(a.defaults)
@@ -248,10 +245,10 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 
 func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 	if strings.TrimSpace(req.Question) == "" {
-		return nil, &engine.Error{Code: "42601", Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask(all): how many orders are open? */"}
+		return nil, &pg.Error{Code: pg.CodeSyntaxError, Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask(all): how many orders are open? */"}
 	}
 	if req.TxStatus == engine.TxFailed {
-		return nil, engine.ErrFailedTransaction
+		return nil, pg.ErrFailedTransaction
 	}
 	ans := &Answer{}
 	role, login, err := a.sessionRoles(ctx, req)
@@ -269,7 +266,7 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 
 	snaps := a.snapshots(ctx, req, ans)
 	if len(snaps) == 0 {
-		return nil, &engine.Error{Code: engine.CodeSystemError, Message: "nlproxy: no database's catalog is available", Hint: "See the proxy log for the catalog role's errors."}
+		return nil, &pg.Error{Code: engine.CodeSystemError, Message: "nlproxy: no database's catalog is available", Hint: "See the proxy log for the catalog role's errors."}
 	}
 	mem := a.memory(snaps)
 	cands := mem.Top(ctx, req.Question, a.TopK)
@@ -515,11 +512,11 @@ func (a *Asker) open(ctx context.Context, req Request, role, login string, snap 
 	}
 	rows, err := t.exec.Trial(ctx, stmt, engine.Limits{Timeout: 10 * time.Second, MaxRows: 100_000, MaxBytes: 16 << 20})
 	if err != nil {
-		var se *engine.ServerError
+		var se *pg.Error
 		switch {
-		case errors.As(err, &se) && se.Code == "22023":
+		case errors.As(err, &se) && se.Code == pg.CodeInvalidParameterValue:
 			return t.closeWith(ctx, fmt.Sprintf("role %s does not exist there", role))
-		case errors.As(err, &se) && se.Code == "42501":
+		case errors.As(err, &se) && se.Code == pg.CodeInsufficientPrivilege:
 			return t.closeWith(ctx, fmt.Sprintf("the authenticator may not act as role %s there (GRANT %s TO the authenticator)", role, role))
 		case errors.Is(err, guard.ErrBadRole):
 			return t.closeWith(ctx, fmt.Sprintf("nlproxy does not act as role %q", role))
@@ -657,7 +654,7 @@ func (a *Asker) runStep(ctx context.Context, req Request, t *target, st *Step) {
 	rows, err := t.exec.Trial(ctx, res.Statement, engine.Limits{Timeout: a.RunTimeout, MaxRows: a.MaxRows, MaxBytes: a.MaxBytes})
 	if err != nil {
 		if errors.Is(err, engine.ErrResultTooLarge) {
-			err = &engine.Error{Code: engine.CodeProgramLimitExceeded, Message: fmt.Sprintf("nlproxy: the step's rows exceed %d bytes", a.MaxBytes), Err: err}
+			err = &pg.Error{Code: engine.CodeProgramLimitExceeded, Message: fmt.Sprintf("nlproxy: the step's rows exceed %d bytes", a.MaxBytes), Err: err}
 		}
 		st.Err = err
 		return

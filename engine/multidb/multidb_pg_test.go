@@ -19,6 +19,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Substrings that tell the prompts apart (prompts/templates).
@@ -336,7 +337,7 @@ func TestAskAcrossDatabases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ee *engine.Error
+		var ee *pg.Error
 		if len(ans.Steps) != 1 || !errors.As(ans.Steps[0].Err, &ee) || ee.Code != engine.CodeInsufficientPriv {
 			t.Fatalf("steps %+v", ans.Steps)
 		}
@@ -399,7 +400,7 @@ func TestAskAcrossDatabases(t *testing.T) {
 	t.Run("a failing model server is 58000, a cancelled ask 57014", func(t *testing.T) {
 		w.fake.SetRules(fakeollama.Rule{Name: "down", PromptContains: []string{switchPrompt}, Status: 500, Error: "overloaded"})
 		_, err := w.ask(t, "anything at all", false)
-		var ee *engine.Error
+		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != engine.CodeSystemError {
 			t.Fatalf("err %v, want 58000", err)
 		}

@@ -155,7 +155,7 @@ func (s *search) check(ctx context.Context, step *Step) error {
 	st, err := guard.Seal(step.SQL, s.guardOptions())
 	if err != nil {
 		var re *guard.RejectError
-		if errors.As(err, &re) && re.Code == guard.CodeSyntaxError {
+		if errors.As(err, &re) && re.Code == pg.CodeSyntaxError {
 			return reject(VerdictSyntax, re.Reason)
 		}
 		return reject(VerdictGuard, "the guard refused it: "+errText(err))

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 const model = "qwen2.5-coder:7b"
@@ -265,7 +266,7 @@ func TestOriginalErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := f.optimizer().Optimize(ctx, f.exec, f.seal(t, "SELECT nope FROM customers"), "")
-	var se *engine.ServerError
+	var se *pg.Error
 	if !errorsAs(err, &se) || se.Code != "42703" {
 		t.Fatalf("err = %v, want the server's 42703", err)
 	}

@@ -49,47 +49,43 @@ func SplitStatements(sql string) []string {
 	return out
 }
 
-// skipQuoted returns the index of the quote closing the one at i (doubled
-// quotes are part of the text), or the last index.
-func skipQuoted(s string, i int, q byte) int {
-	for j := i + 1; j < len(s); j++ {
-		if s[j] == q {
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j
-		}
-	}
-	return len(s) - 1
-}
-
 // braceSet is one `{…}` in a query: where it is and what it lists.
 type braceSet struct {
 	start, end int // s[start:end] is the whole {…}
 	cols       []string
 }
 
+// findBraces finds the `{…}` sets with Postgres's own scanner, so braces
+// in string literals, quoted identifiers and comments are text, not sets.
+// Text the scanner cannot read (an unterminated quote) has none.
 func findBraces(s string) []braceSet {
+	res, err := pg_query.Scan(s)
+	if err != nil {
+		return nil
+	}
+	toks := res.Tokens
+	text := func(k int) string { return s[toks[k].Start:toks[k].End] }
 	var out []braceSet
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\'', '"':
-			i = skipQuoted(s, i, s[i])
-		case '{':
-			j := strings.IndexByte(s[i:], '}')
-			if j < 0 {
-				return out
-			}
-			var cols []string
-			for _, c := range strings.Split(s[i+1:i+j], ",") {
-				if c = strings.TrimSpace(c); c != "" {
-					cols = append(cols, c)
-				}
-			}
-			out = append(out, braceSet{start: i, end: i + j + 1, cols: cols})
-			i += j
+	for i := 0; i < len(toks); i++ {
+		if text(i) != "{" {
+			continue
 		}
+		j := i + 1
+		for j < len(toks) && text(j) != "}" {
+			j++
+		}
+		if j == len(toks) {
+			return out
+		}
+		start, end := int(toks[i].Start), int(toks[j].End)
+		var cols []string
+		for _, c := range strings.Split(s[start+1:end-1], ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				cols = append(cols, c)
+			}
+		}
+		out = append(out, braceSet{start: start, end: end, cols: cols})
+		i = j
 	}
 	return out
 }

@@ -22,11 +22,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
-
-// CodeAbstained is the SQLSTATE the engine answers with when it declines to
-// answer (the data cannot answer the question, or it is not confident).
-const CodeAbstained = "42N02"
 
 // Options configure a run.
 type Options struct {
@@ -319,7 +316,7 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 // (42N02), else an error.
 func askFailed(res Result, err error) Result {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == CodeAbstained {
+	if errors.As(err, &pe) && pe.Code == pg.CodeAbstained {
 		res.Outcome, res.SQLState, res.Error, res.Hint = Abstained, pe.Code, pe.Message, pe.Hint
 		if pe.Detail != "" {
 			res.Error += " (" + pe.Detail + ")"

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
+
+	"github.com/nlproxy/nlproxy/engine/llm"
 )
 
 // Route names as they appear in requests.
@@ -136,7 +138,7 @@ func (r *Rule) matches(v ChatView) bool {
 			return false
 		}
 	}
-	if r.Model != "" && normalizeModel(r.Model) != normalizeModel(v.Model) {
+	if r.Model != "" && llm.NormalizeModel(r.Model) != llm.NormalizeModel(v.Model) {
 		return false
 	}
 	for _, s := range r.PromptContains {
@@ -155,18 +157,4 @@ func (r *Rule) reply(v ChatView) string {
 		return r.ReplyFunc(v)
 	}
 	return r.Reply
-}
-
-// normalizeModel adds the implicit ":latest" tag, as Ollama does.
-func normalizeModel(m string) string {
-	m = strings.TrimSpace(m)
-	if m == "" {
-		return m
-	}
-	// A tag follows the last ':' unless that colon belongs to a host:port
-	// prefix (registry/ns/model has '/' after it).
-	if i := strings.LastIndex(m, ":"); i < 0 || strings.Contains(m[i:], "/") {
-		return m + ":latest"
-	}
-	return m
 }

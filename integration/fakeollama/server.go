@@ -26,6 +26,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ollama/ollama/api"
+
+	"github.com/nlproxy/nlproxy/engine/llm"
 )
 
 // Version is what /api/version reports unless Options.Version is set.
@@ -309,7 +311,7 @@ func (s *Server) modelInstalled(m string) bool {
 		return true
 	}
 	for _, x := range s.models {
-		if normalizeModel(x) == normalizeModel(m) {
+		if llm.NormalizeModel(x) == llm.NormalizeModel(m) {
 			return true
 		}
 	}
@@ -323,7 +325,7 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	resp := api.ListResponse{Models: []api.ListModelResponse{}}
 	for _, m := range models {
-		n := normalizeModel(m)
+		n := llm.NormalizeModel(m)
 		resp.Models = append(resp.Models, api.ListModelResponse{
 			Name:       n,
 			Model:      n,
