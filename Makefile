@@ -33,7 +33,7 @@ vet:
 # Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
 # (seed corpora in each package's testdata/fuzz), and the differential check
 # that nothing the guard accepts calls a user's function on a real server.
-FUZZPKGS ?= ./proxy/ ./engine/guard/ ./integration/asksafety/
+FUZZPKGS ?= ./proxy/ ./guard/ ./integration/asksafety/
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \

@@ -21,8 +21,9 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -705,7 +706,7 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		hint = le.Hint
 	}
 	switch {
-	case errors.Is(err, guard.ErrFailedTransaction):
+	case errors.Is(err, sealed.ErrFailedTransaction):
 		return ErrFailedTransaction
 	case errors.Is(err, context.Canceled):
 		return &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request", Err: err}

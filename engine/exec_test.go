@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 
@@ -134,8 +135,8 @@ func TestConnExecutorTrial(t *testing.T) {
 		conn.Exec(ctx, "BEGIN; SELECT 1/0").ReadAll() //nolint:errcheck
 		defer exec("ROLLBACK")
 		_, err := ex.Trial(ctx, seal("SELECT 1", guard.Options{}), lim)
-		if !errors.Is(err, guard.ErrFailedTransaction) {
-			t.Fatalf("err = %v, want %v", err, guard.ErrFailedTransaction)
+		if !errors.Is(err, sealed.ErrFailedTransaction) {
+			t.Fatalf("err = %v, want %v", err, sealed.ErrFailedTransaction)
 		}
 	})
 }
