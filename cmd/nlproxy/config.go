@@ -15,7 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/engine/llm"
 )
 
@@ -153,7 +153,7 @@ func defaultConfig() Config {
 			CallTimeout:      Duration(90 * time.Second),
 			TrialTimeout:     Duration(5 * time.Second),
 			TrialMaxBytes:    1 << 20,
-			MaxQuestionBytes: bridge.DefaultMaxQuestionBytes,
+			MaxQuestionBytes: router.DefaultMaxQuestionBytes,
 			MaxAsks:          32,
 			MaxAsksPerClient: 4,
 			Profile:          engine.ProfileFast,

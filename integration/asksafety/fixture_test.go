@@ -19,7 +19,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
@@ -151,7 +151,7 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine, configure func(*p
 	t.Helper()
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: time.Second},
+		Translator: router.Translator{Engine: eng, StatementTimeout: time.Second},
 		OnDDL:      func(database, _ string) { f.cats.Refresh(database) },
 	}
 	if configure != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
+	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
@@ -87,7 +87,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Cont
 	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop()}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
+		Translator: router.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
 		Logger:     zap.NewNop(),
 	}
 	addr := clienttest.ServeProxy(t, srv)

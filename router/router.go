@@ -1,7 +1,8 @@
-// Package bridge connects the engine to the proxy: it implements
+// Package router is the one package that knows both the proxy and the engine
+// (besides cmd/nlproxy, which wires them): it implements
 // proxy.Translator with an *engine.Engine (the proxy's session executor is
 // the engine's Executor) and turns engine errors into ErrorResponses.
-package bridge
+package router
 
 import (
 	"context"
