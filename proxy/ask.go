@@ -160,7 +160,7 @@ func (s *session) parseMarker(text []byte) (Marker, error) {
 	if m := ParseMarker(utf); m.Kind != MarkerNone || !fn {
 		return m, nil
 	}
-	return findAskFunc(utf), nil
+	return findAskFunc(s.askFuncs(), utf), nil
 }
 
 // mayAskFunc peeks at a whole Query or Parse message of n bytes and says
