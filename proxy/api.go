@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -43,7 +44,7 @@ type Translation struct {
 	Rows *StaticResult
 	// Report, when set, tells how the answer was reached (audit log,
 	// metrics, admin page); it never reaches the client.
-	Report *AskReport
+	Report *askreport.Report
 }
 
 // StaticResult is a small text-typed result the proxy returns as if a query

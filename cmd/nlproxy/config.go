@@ -15,8 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // Config is everything `nlproxy serve` reads. Precedence, lowest first:

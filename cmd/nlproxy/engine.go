@@ -14,11 +14,11 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // engineParts is the engine and what must be closed with it.
