@@ -29,6 +29,8 @@ test: vet
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	@# The relay links no cgo (docs/architecture.md); internal/archtest checks the import arrows.
+	CGO_ENABLED=0 $(GO) build ./proxy/...
 
 # Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
 # (seed corpora in each package's testdata/fuzz), and the differential check
