@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -70,7 +71,7 @@ func TestPageAuth(t *testing.T) {
 	const token = "0123456789abcdef-token"
 	asks := NewRecent(10)
 	asks.Add(&proxy.AskRecord{Time: time.Now(), User: "ann", Database: "shop", Question: "<script>alert(1)</script>",
-		Report: &proxy.AskReport{SQL: "SELECT 1", Stages: []proxy.AskStage{{Name: "generate", Note: "picked 1 of 3"}}}})
+		Report: &askreport.Report{SQL: "SELECT 1", Stages: []askreport.Stage{{Name: "generate", Note: "picked 1 of 3"}}}})
 	s := &Server{Token: token, Asks: asks, Catalogs: func() []catalog.Status { return []catalog.Status{{Database: "shop", Loaded: true, Tables: 4}} }}
 	h := s.Handler()
 	for _, tc := range []struct {

@@ -5,10 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
+
+	"github.com/nlproxy/nlproxy/catalog/memory"
 )
 
 // CacheKey identifies a translation: the same question, on the same database
@@ -33,30 +33,15 @@ func (k CacheKey) hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// Translation and CacheBackend are defined in catalog/memory (see Pair).
+type (
+	Translation  = memory.Translation
+	CacheBackend = memory.CacheBackend
+)
+
 // NormalizeQuestion folds case, whitespace and trailing punctuation so that
 // "How many orders?" and "how many  orders" share a cache entry.
-func NormalizeQuestion(q string) string {
-	q = strings.ToLower(strings.Join(strings.Fields(q), " "))
-	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
-}
-
-// Translation is what the cache keeps of an answer: the SQL and the
-// confidence it was chosen with (-1: unknown), so that a re-asked question
-// reports the same confidence.
-type Translation struct {
-	SQL        string
-	Confidence float64
-	// Rewrites are the literals literal correction changed in SQL, told
-	// again with each answer served from the cache.
-	Rewrites []LiteralRewrite
-}
-
-// CacheBackend is a second cache level shared by proxy replicas (the
-// catalog store). Keys are opaque digests; failures only cost a miss.
-type CacheBackend interface {
-	GetTranslation(ctx context.Context, key string) (t Translation, ok bool, err error)
-	PutTranslation(ctx context.Context, key string, t Translation, expires time.Time) error
-}
+func NormalizeQuestion(q string) string { return memory.NormalizeQuestion(q) }
 
 // backendTimeout bounds one shared-cache round trip: a slow store must not
 // hold up an ask more than a model call would save.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 

@@ -8,18 +8,19 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // ConnExecutor is an Executor over a plain pgconn session, for tools, tests
 // and benchmarks that drive the engine without the proxy (which supplies its
-// own). It follows the same guard.TrialScope; the statement itself goes
+// own). It follows the same sealed.TrialScope; the statement itself goes
 // through the extended protocol (ExecParams), which takes one statement only.
 //
 // With Role set, Conn is an authenticator's connection (questions across
 // databases) and every run takes on Role inside its read-only transaction
-// (guard.TrialScopeAs), so Role's privileges and row-level security apply.
+// (sealed.TrialScopeAs), so Role's privileges and row-level security apply.
 type ConnExecutor struct {
 	Conn *pgconn.PgConn
 	Role string
@@ -30,12 +31,12 @@ func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limit
 	if stmt.IsZero() {
 		return nil, errors.New("engine: empty statement")
 	}
-	var scope guard.Scope
+	var scope sealed.Scope
 	var err error
 	if e.Role != "" {
-		scope, err = guard.TrialScopeAs(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout, e.Role)
+		scope, err = sealed.TrialScopeAs(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout, e.Role)
 	} else {
-		scope, err = guard.TrialScope(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
+		scope, err = sealed.TrialScope(stmt, pg.TxStatus(e.Conn.TxStatus()), lim.Timeout)
 	}
 	if err != nil {
 		return nil, err
@@ -67,7 +68,7 @@ func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limit
 	return rows, nil
 }
 
-func (e ConnExecutor) target(ctx context.Context, scope guard.Scope, stmt guard.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
+func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt guard.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
 	if err := run(scope.Enter); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
@@ -75,11 +76,11 @@ GRANT SELECT ON secret TO ` + auth + `;`
 		{name: "member through an intermediate role", role: carol, sql: "SELECT current_user::text", want: carol},
 		{name: "not a member", role: stranger, sql: "SELECT 1", wantCode: "42501"},
 		{name: "no such role", role: stranger + "_missing", sql: "SELECT 1", wantCode: "22023"},
-		{name: "reset to the authenticator refused", role: "NONE", sql: "SELECT 1", wantErr: guard.ErrBadRole},
+		{name: "reset to the authenticator refused", role: "NONE", sql: "SELECT 1", wantErr: sealed.ErrBadRole},
 	}
 	// The scope itself is read-only even for a role that may write.
 	t.Run("scope is read-only", func(t *testing.T) {
-		scope, err := guard.TrialScopeAs(guard.Statement{}, TxIdle, time.Second, alice)
+		scope, err := sealed.TrialScopeAs(guard.Statement{}, TxIdle, time.Second, alice)
 		if err != nil {
 			t.Fatal(err)
 		}

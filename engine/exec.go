@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -12,7 +12,7 @@ import (
 // transaction apply. The proxy implements it; ConnExecutor serves tools and
 // tests.
 type Executor interface {
-	// Trial runs stmt inside guard.TrialScope for the session's current
+	// Trial runs stmt inside sealed.TrialScope for the session's current
 	// transaction state — read-only, under lim.Timeout, rolled back — and
 	// returns at most lim.MaxRows rows. A result holding more than
 	// lim.MaxBytes bytes of row data fails with ErrResultTooLarge; server

@@ -7,7 +7,8 @@ import (
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -16,38 +17,17 @@ import (
 // result (often empty) goes to the fixer instead.
 const minLiteralScore = 0.6
 
-// LiteralRewrite is one string literal that literal correction changed, for
-// the NOTICE, the trace and the evaluation harness.
-type LiteralRewrite struct {
-	Table  string `json:"table"` // "schema.table"
-	Column string `json:"column"`
-	From   string `json:"from"`
-	To     string `json:"to"`
-	// Kind is RewriteCase, RewriteSpace, RewriteValue or RewriteCode.
-	Kind string `json:"kind"`
-}
+// LiteralRewrite is defined in catalog/memory (a cached translation keeps
+// its rewrites).
+type LiteralRewrite = memory.LiteralRewrite
 
 // Kinds of literal rewrites.
 const (
-	RewriteCase  = "case"       // the stored value differs only in letter case
-	RewriteSpace = "whitespace" // … only in spaces (padded codes)
-	RewriteValue = "value"      // the closest stored value
-	RewriteCode  = "code"       // a pattern's text replaced by the data's code
+	RewriteCase  = memory.RewriteCase
+	RewriteSpace = memory.RewriteSpace
+	RewriteValue = memory.RewriteValue
+	RewriteCode  = memory.RewriteCode
 )
-
-// String is the rewrite as people read it: t.c: 'spanish' → 'Spanish' (letter case only).
-func (r LiteralRewrite) String() string {
-	s := fmt.Sprintf("%s.%s: %s → %s", r.Table, r.Column, sqlString(r.From), sqlString(r.To))
-	switch r.Kind {
-	case RewriteCase:
-		s += " (letter case only)"
-	case RewriteSpace:
-		s += " (whitespace only)"
-	case RewriteCode:
-		s += " (the data's code)"
-	}
-	return s
-}
 
 // rewriteKind classifies a rewrite of a plain literal.
 func rewriteKind(from, to string) string {

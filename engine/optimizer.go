@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/guard"
 )
 
 // DefaultOptimizeMinCost is the planner cost below which the max profile's

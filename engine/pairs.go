@@ -2,58 +2,33 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/embedding"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
-// Pair is a question→SQL pair remembered for a database, shown to the model
-// as a few-shot example when a new question resembles it.
-type Pair struct {
-	Question string
-	SQL      string
-	// Source: PairOperator (added by an operator) or PairAccepted (an ask
-	// that a user re-ran unchanged).
-	Source string
-	// Role is who asked an accepted question: its pair is shown to that
-	// role only, since a question can carry what its asker may see and
-	// others may not. "" (operator pairs) is shown to everyone.
-	Role string
-	At   time.Time
-}
+// The memory types are defined in catalog/memory, below the engine, so that
+// a store (catalog/store) implements them without importing the engine.
+type (
+	Pair             = memory.Pair
+	PairStore        = memory.PairStore
+	SimilarPairStore = memory.SimilarPairStore
+)
 
 // Pair sources.
 const (
-	PairOperator = "operator"
-	PairAccepted = "accepted"
+	PairOperator = memory.PairOperator
+	PairAccepted = memory.PairAccepted
 )
 
-// PairStore remembers pairs per database. MemoryPairs keeps them in the
-// process; a shared store lets replicas learn from each other.
-type PairStore interface {
-	AddPair(ctx context.Context, database string, p Pair) error
-	Pairs(ctx context.Context, database string) ([]Pair, error)
-}
-
-// SimilarPairStore is a PairStore that can also rank its pairs by how near
-// their questions are in meaning (an embedding model): the examples a
-// prompt shows are then the k nearest, as DAIL-SQL picks them, rather than
-// those sharing the most words. An error (no embedding model, the model
-// down) makes the engine fall back to words.
-type SimilarPairStore interface {
-	PairStore
-	SimilarPairs(ctx context.Context, database, question string, k int) ([]Pair, error)
-}
-
 // ErrNoEmbedder: the pair store has no embedding model to rank by meaning.
-var ErrNoEmbedder = errors.New("engine: no embedding model for similar pairs")
+var ErrNoEmbedder = memory.ErrNoEmbedder
 
 // maxPairsPerDatabase bounds what MemoryPairs keeps per database (oldest
 // accepted pairs go first; operator pairs are kept).

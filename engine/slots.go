@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 

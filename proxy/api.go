@@ -5,7 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -28,9 +29,9 @@ type TranslateRequest struct {
 // Translation is the engine's answer.
 type Translation struct {
 	// Statement runs in place of the marker text. The proxy runs it only
-	// inside guard.RunScope: read-only and under Timeout, whatever the
+	// inside sealed.RunScope: read-only and under Timeout, whatever the
 	// protocol path, transaction state or number of executions.
-	Statement guard.Statement
+	Statement sealed.Statement
 	// Timeout is the statement_timeout of each run of Statement.
 	Timeout time.Duration
 	// Notice, when set, is sent as a NoticeResponse (severity NOTICE) before the rows.
@@ -43,7 +44,7 @@ type Translation struct {
 	Rows *StaticResult
 	// Report, when set, tells how the answer was reached (audit log,
 	// metrics, admin page); it never reaches the client.
-	Report *AskReport
+	Report *askreport.Report
 }
 
 // StaticResult is a small text-typed result the proxy returns as if a query
@@ -68,7 +69,7 @@ func TextRows(rows ...[]string) [][]*string {
 // Executor runs the engine's trial runs on the client's upstream session
 // while the client waits for its ask (engine.Executor).
 type Executor interface {
-	Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error)
+	Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error)
 }
 
 // ErrExecutorClosed is returned by Executor.Trial outside a translation or

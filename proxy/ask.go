@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -22,7 +22,7 @@ import (
 // (EXECUTE, a Bind by name) around the read-only scope, and its lifecycle
 // (Close, DEALLOCATE, re-Parse) is the proxy's to answer as Postgres would.
 type askStmt struct {
-	stmt    guard.Statement
+	stmt    sealed.Statement
 	tail    []byte // the client's Parse: parameter types
 	timeout time.Duration
 	// rows, when set, is an ask-sql answer the proxy serves itself.
@@ -160,7 +160,7 @@ func (s *session) parseMarker(text []byte) (Marker, error) {
 	if m := ParseMarker(utf); m.Kind != MarkerNone || !fn {
 		return m, nil
 	}
-	return findAskFunc(utf), nil
+	return findAskFunc(s.askFuncs(), utf), nil
 }
 
 // mayAskFunc peeks at a whole Query or Parse message of n bytes and says
@@ -326,7 +326,7 @@ func (s *session) trackedBind(n int) error {
 	p := &askPortal{stmt: st}
 	switch tx := s.currentTx(); tx {
 	case 'I':
-		scope, err := guard.RunScope(pg.TxIdle, st.timeout)
+		scope, err := sealed.RunScope(pg.TxIdle, st.timeout)
 		if err != nil {
 			return err
 		}
@@ -382,7 +382,7 @@ func (s *session) trackedDescribe(n int) error {
 		// inside a read-only, pinned savepoint: binding plans the statement,
 		// and planning may evaluate functions.
 		p := s.portals[d.Name]
-		scope, err := guard.RunScope(pg.TxInTx, p.stmt.timeout)
+		scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
 		if err != nil {
 			return err
 		}
@@ -418,7 +418,7 @@ func (s *session) trackedExecute(n int) error {
 	case p != nil && p.perExecute:
 		// Inside the client's transaction: a read-only, bounded savepoint
 		// around this Execute only, rolled back after it.
-		scope, err := guard.RunScope(pg.TxInTx, p.stmt.timeout)
+		scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
 		if err != nil {
 			return err
 		}
@@ -520,7 +520,7 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 		out = append(out, 'Z', 0, 0, 0, 5, tx)
 		return s.sendClient(out)
 	}
-	scope, err := guard.RunScope(pg.TxStatus(tx), st.timeout)
+	scope, err := sealed.RunScope(pg.TxStatus(tx), st.timeout)
 	if err != nil {
 		return s.failQuery(translatorError(err))
 	}
@@ -964,7 +964,7 @@ func (s *session) inject(sql string, k *sink) {
 // injectStatement sends a sealed statement — the only way generated SQL
 // reaches the server — described and executed with act (relay to the
 // client, or capture into k), at most maxRows rows (0: all).
-func (s *session) injectStatement(stmt guard.Statement, act replyAct, k *sink, maxRows int) {
+func (s *session) injectStatement(stmt sealed.Statement, act replyAct, k *sink, maxRows int) {
 	s.ownLive = true
 	drop := expect{act: actDrop, sink: k}
 	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))

@@ -7,7 +7,18 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/router/askfunc"
 )
+
+// pgQueryAskFuncs parses the table-function form as router.Translator does
+// (the relay itself links no parser).
+type pgQueryAskFuncs struct{}
+
+func (pgQueryAskFuncs) ParseAskFunc(sql string) (AskFunc, bool) {
+	c, ok := askfunc.Find(sql)
+	return AskFunc(c), ok
+}
 
 func TestFindAskFunc(t *testing.T) {
 	tests := []struct {
@@ -49,7 +60,7 @@ func TestFindAskFunc(t *testing.T) {
 			t.Errorf("mayHoldAskFunc(%q) = false", tt.in)
 			continue
 		}
-		m := findAskFunc(tt.in)
+		m := findAskFunc(pgQueryAskFuncs{}, tt.in)
 		code := ""
 		if m.invalid != nil {
 			code = m.invalid.Code
@@ -78,45 +89,6 @@ func TestMayHoldAskFunc(t *testing.T) {
 		if got := mayHoldAskFunc([]byte(in)); got != want {
 			t.Errorf("mayHoldAskFunc(%q) = %v, want %v", in, got, want)
 		}
-	}
-}
-
-func TestEmbed(t *testing.T) {
-	tests := []struct{ stmt, sub, want string }{
-		{"SELECT * FROM nlproxy.ask('q')", "SELECT count(*) AS n FROM orders",
-			"SELECT * FROM (SELECT count(*) AS n FROM orders) ask"},
-		{"SELECT * FROM (SELECT * FROM nlproxy.ask('q')) q LIMIT 1000", "SELECT id FROM orders",
-			"SELECT * FROM (SELECT * FROM (SELECT id FROM orders) ask) q LIMIT 1000"},
-		{"SELECT c.name FROM customers c JOIN nlproxy.ask('q') AS a(id) ON a.id = c.id WHERE c.name <> 'x'", "WITH o AS (SELECT 1 AS id) SELECT id FROM o",
-			"SELECT c.name FROM customers c JOIN (WITH o AS (SELECT 1 AS id) SELECT id FROM o) a(id) ON a.id = c.id WHERE c.name <> 'x'"},
-		{"SELECT * FROM LATERAL nlproxy.ask('q') x", "SELECT 1", "SELECT * FROM LATERAL (SELECT 1) x"},
-	}
-	for _, tt := range tests {
-		m := findAskFunc(tt.stmt)
-		got, err := m.Embed(tt.sub)
-		if err != nil || got != tt.want {
-			t.Errorf("Embed(%q, %q) = %q, %v; want %q", tt.stmt, tt.sub, got, err, tt.want)
-		}
-	}
-	if _, err := findAskFunc("SELECT * FROM nlproxy.ask('q')").Embed("DELETE FROM t"); err == nil {
-		t.Error("Embed of a DELETE succeeded")
-	}
-	if _, err := (Marker{Kind: MarkerAsk, Question: "q"}).Embed("SELECT 1"); err == nil {
-		t.Error("Embed without a statement succeeded")
-	}
-}
-
-func TestEmbedRows(t *testing.T) {
-	m := findAskFunc("SELECT sql FROM nlproxy.ask_sql('q') WHERE llm_calls <> '0'")
-	q := "it's \\ odd"
-	got, err := m.EmbedRows(&StaticResult{Columns: []string{"sql", "llm_calls"}, Rows: [][]*string{{&q, nil}}})
-	want := `SELECT sql FROM (VALUES (E'it''s \\ odd'::pg_catalog.text, NULL::pg_catalog.text)) ask_sql(sql, llm_calls) WHERE llm_calls <> '0'`
-	if err != nil || got != want {
-		t.Errorf("EmbedRows = %q, %v; want %q", got, err, want)
-	}
-	got, err = m.EmbedRows(&StaticResult{Columns: []string{"sql"}})
-	if err != nil || !strings.Contains(got, "WHERE false") {
-		t.Errorf("EmbedRows without rows = %q, %v", got, err)
 	}
 }
 

@@ -1,19 +1,15 @@
 package proxy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
@@ -72,42 +68,6 @@ func (s *session) auditEnd() {
 		zap.Int64("bytes_from_client", s.traffic.in.Load()), zap.Int64("bytes_to_client", s.traffic.out.Load()))
 }
 
-// AskReport is the engine's account of how it answered a question (the
-// bridge fills it from engine.Result), for the audit log, metrics and the
-// admin page. Nothing in it reaches the client.
-type AskReport struct {
-	Role       string // current_user the ask was answered for
-	SQL        string // settled SQL as written
-	Profile    string
-	Cached     bool
-	Confidence float64 // in [0, 1]; negative when the engine could not judge it
-	LLMCalls   int
-	// PromptTokens and CompletionTokens sum over the stages.
-	PromptTokens, CompletionTokens int
-	Stages                         []AskStage
-	Candidates                     []AskCandidate
-}
-
-// AskCandidate is one SQL candidate the engine weighed.
-type AskCandidate struct {
-	Generator string
-	SQL       string
-	Fixes     int
-	Usable    bool
-	Cluster   int    // result cluster among usable candidates; -1 when not usable
-	Problem   string // why it is unusable or doubtful
-	Chosen    bool
-}
-
-// AskStage is one engine stage of an ask.
-type AskStage struct {
-	Name                           string
-	Duration                       time.Duration
-	LLMCalls                       int
-	PromptTokens, CompletionTokens int
-	Note                           string // what it chose and why
-}
-
 // AskRecord is one natural-language statement and how it ended.
 type AskRecord struct {
 	Time       time.Time // when the ask started
@@ -118,8 +78,8 @@ type AskRecord struct {
 	BackendPID uint32
 	Kind       MarkerKind
 	Question   string
-	Report     *AskReport // nil when the engine did not get to work (or gave no account)
-	Err        *PgError   // nil when answered
+	Report     *askreport.Report // nil when the engine did not get to work (or gave no account)
+	Err        *PgError          // nil when answered
 }
 
 // Outcome is answered, cached or failed.
@@ -162,12 +122,12 @@ func RedactRecord(r *AskRecord, p redact.Policy) *AskRecord {
 	if r.Report != nil {
 		rep := *r.Report
 		rep.SQL = p.SQL(rep.SQL)
-		rep.Stages = make([]AskStage, len(r.Report.Stages))
+		rep.Stages = make([]askreport.Stage, len(r.Report.Stages))
 		for i, st := range r.Report.Stages {
 			st.Note = p.Note(st.Note)
 			rep.Stages[i] = st
 		}
-		rep.Candidates = make([]AskCandidate, len(r.Report.Candidates))
+		rep.Candidates = make([]askreport.Candidate, len(r.Report.Candidates))
 		for i, c := range r.Report.Candidates {
 			c.SQL, c.Problem = p.SQL(c.SQL), p.Text(c.Problem)
 			rep.Candidates[i] = c
@@ -175,74 +135,4 @@ func RedactRecord(r *AskRecord, p redact.Policy) *AskRecord {
 		out.Report = &rep
 	}
 	return &out
-}
-
-// AuditLog writes one JSON line per ask to W. Safe for concurrent use.
-// Records from a Server come redacted by Server.Redact already; the flags
-// are for records from elsewhere (redact.Policy says what each does).
-type AuditLog struct {
-	W               io.Writer
-	RedactQuestions bool
-	RedactLiterals  bool
-
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// auditLine is the JSON shape of one ask; field names are part of the
-// interface operators parse, so they only ever grow.
-type auditLine struct {
-	Time             string   `json:"time"`
-	User             string   `json:"user"`
-	Role             string   `json:"role,omitempty"`
-	Database         string   `json:"database"`
-	Client           string   `json:"client"`
-	BackendPID       uint32   `json:"backend_pid,omitempty"`
-	Kind             string   `json:"kind"`
-	Question         string   `json:"question"`
-	SQL              string   `json:"sql,omitempty"`
-	Outcome          string   `json:"outcome"`
-	SQLState         string   `json:"sqlstate,omitempty"`
-	Error            string   `json:"error,omitempty"`
-	Profile          string   `json:"profile,omitempty"`
-	Cached           bool     `json:"cached,omitempty"`
-	Confidence       *float64 `json:"confidence,omitempty"`
-	DurationMS       int64    `json:"duration_ms"`
-	LLMCalls         int      `json:"llm_calls"`
-	PromptTokens     int      `json:"prompt_tokens"`
-	CompletionTokens int      `json:"completion_tokens"`
-}
-
-// Record writes r as one line. A failed write is returned; the ask itself
-// is not affected.
-func (a *AuditLog) Record(r *AskRecord) error {
-	r = RedactRecord(r, redact.Policy{Questions: a.RedactQuestions, Literals: a.RedactLiterals})
-	l := auditLine{
-		Time: r.Time.UTC().Format(time.RFC3339Nano), User: r.User, Database: r.Database, Client: r.Client,
-		BackendPID: r.BackendPID, Kind: r.Kind.String(), Question: r.Question, Outcome: r.Outcome(),
-		DurationMS: r.Duration.Milliseconds(),
-	}
-	if r.Err != nil {
-		l.SQLState, l.Error = r.Err.Code, r.Err.Message
-	}
-	if rep := r.Report; rep != nil {
-		l.Role, l.SQL, l.Profile, l.Cached = rep.Role, rep.SQL, rep.Profile, rep.Cached
-		if rep.Confidence >= 0 {
-			c := rep.Confidence
-			l.Confidence = &c
-		}
-		l.LLMCalls, l.PromptTokens, l.CompletionTokens = rep.LLMCalls, rep.PromptTokens, rep.CompletionTokens
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.buf.Reset()
-	enc := json.NewEncoder(&a.buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&l); err != nil { // Encode ends the line with '\n'
-		return fmt.Errorf("audit: %w", err)
-	}
-	if _, err := a.W.Write(a.buf.Bytes()); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// QuestionLimiter is a Translator that bounds questions (bridge.Translator
+// QuestionLimiter is a Translator that bounds questions (router.Translator
 // does: --max-question-bytes). The proxy then refuses a marker statement
 // far over that bound while reading it, never holding it whole; the
 // translator's own check stays the one that decides for every question.

@@ -1,5 +1,33 @@
 // Package proxy is nlproxy's PostgreSQL wire relay.
 //
+// # Where it sits
+//
+// The relay and the engine stand side by side and do not import each other;
+// router (the adapter) and cmd/nlproxy (the wiring) are the only packages
+// that know both (docs/architecture.md draws the whole tree). The seam is
+// four things this package declares and others fill in:
+//
+//   - Translator turns a marker into a Translation. router.Translator
+//     implements it with the engine: it dispatches ask, ask-sql, optimize,
+//     ask(all) and the table-function form, and maps errors to SQLSTATEs.
+//   - Executor is what this package hands the Translator so that trial runs
+//     happen on the client's own session (the engine's Executor is the same
+//     interface).
+//   - AskFuncParser, an optional interface of a Translator, reads the
+//     table-function form: the relay parses no SQL itself.
+//   - Server.OnAsk receives an AskRecord per settled ask, with the engine's
+//     account (internal/askreport) when there is one; the recorders (audit
+//     log, admin page, metrics) are wired in cmd/nlproxy.
+//
+// What runs on a client's session is a sealed Statement from guard/sealed,
+// run inside one of that package's scopes (read-only, bounded, resolution
+// pinned). That leaf is the only part of the guard the relay imports; only
+// the guard (which parses with pg_query) can make a Statement. So this
+// package, and all it imports, builds without cgo (`make vet` checks
+// CGO_ENABLED=0 go build ./proxy/...; internal/archtest checks the arrows).
+//
+// # How it relays
+//
 // A Server accepts clients on TCP or Unix-socket listeners (ListenUnix),
 // handles the startup phase itself (SSLRequest with optional TLS termination,
 // never on a Unix socket; GSSENCRequest refused; CancelRequest forwarded via a

@@ -18,7 +18,7 @@ import (
 // Text the proxy reads (a marker's question) or writes (notices, its own
 // errors, rows it makes) is in the session's client_encoding; the engine
 // works in UTF-8. The SQL the proxy sends upstream is sealed ASCII and needs
-// no conversion (see guard.Statement).
+// no conversion (see sealed.Statement).
 
 // clientEncodings maps PostgreSQL client encoding names to Go encodings.
 var clientEncodings = map[string]encoding.Encoding{

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -18,9 +18,9 @@ import (
 // goroutine's stream is paused, so the executor owns the upstream writer.
 type executor struct{ s *session }
 
-// Trial implements Executor: stmt runs in guard.TrialScope for the
+// Trial implements Executor: stmt runs in sealed.TrialScope for the
 // session's transaction state, as one protocol batch, rows captured.
-func (e *executor) Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error) {
+func (e *executor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error) {
 	s := e.s
 	if stmt.IsZero() {
 		return nil, errors.New("proxy: empty statement")
@@ -34,7 +34,7 @@ func (e *executor) Trial(ctx context.Context, stmt guard.Statement, lim pg.Limit
 	if !ok || !s.tracked.Load() {
 		return nil, ErrExecutorClosed
 	}
-	scope, err := guard.TrialScope(stmt, pg.TxStatus(tx), lim.Timeout)
+	scope, err := sealed.TrialScope(stmt, pg.TxStatus(tx), lim.Timeout)
 	if err != nil {
 		return nil, err
 	}

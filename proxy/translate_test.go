@@ -11,15 +11,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/router/askfunc"
 )
 
 // scriptTranslator is a test double for the engine: it answers by question
 // and uses the session executor the way the engine does.
 type scriptTranslator struct {
-	mu   sync.Mutex
-	reqs []TranslateRequest
+	pgQueryAskFuncs // the table-function form, as router.Translator reads it
+	mu              sync.Mutex
+	reqs            []TranslateRequest
 	// slow receives once the "slow" question is being translated.
 	slow chan struct{}
 }
@@ -92,7 +94,7 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 		if req.Marker.Statement == "" {
 			return Translation{}, errors.New("table function without its statement")
 		}
-		text, err := req.Marker.Embed("SELECT 7 AS n")
+		text, err := askfunc.Embed(req.Marker.Statement, "SELECT 7 AS n")
 		if err != nil {
 			return Translation{}, err
 		}

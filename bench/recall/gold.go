@@ -8,8 +8,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/eval/compare"
+	"github.com/nlproxy/nlproxy/guard"
 )
 
 // goldTableSets lists, for each accepted alternative of a gold "query"

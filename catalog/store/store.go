@@ -28,7 +28,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
-	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 )
 
 // Embedder turns pair questions into vectors (descindex.Embedder).
@@ -58,8 +58,8 @@ type Store struct {
 
 var (
 	_ catalog.Store       = (*Store)(nil)
-	_ engine.PairStore    = (*Store)(nil)
-	_ engine.CacheBackend = (*Store)(nil)
+	_ memory.PairStore    = (*Store)(nil)
+	_ memory.CacheBackend = (*Store)(nil)
 )
 
 // Open connects to the store database (a libpq URL or DSN) and creates the
@@ -259,20 +259,20 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 	}, true, nil
 }
 
-// ---- engine.CacheBackend ----
+// ---- memory.CacheBackend ----
 
-// GetTranslation implements engine.CacheBackend. A NULL confidence (a
+// GetTranslation implements memory.CacheBackend. A NULL confidence (a
 // translation without one) reads as -1, unknown.
-func (s *Store) GetTranslation(ctx context.Context, key string) (engine.Translation, bool, error) {
-	var t engine.Translation
+func (s *Store) GetTranslation(ctx context.Context, key string) (memory.Translation, bool, error) {
+	var t memory.Translation
 	var conf *float64
 	var rewrites []byte
 	err := s.pool.QueryRow(ctx, `SELECT sql, confidence, rewrites FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf, &rewrites)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.Translation{}, false, nil
+		return memory.Translation{}, false, nil
 	}
 	if err != nil {
-		return engine.Translation{}, false, fmt.Errorf("catalog store: %w", err)
+		return memory.Translation{}, false, fmt.Errorf("catalog store: %w", err)
 	}
 	t.Confidence = -1
 	if conf != nil {
@@ -280,15 +280,15 @@ func (s *Store) GetTranslation(ctx context.Context, key string) (engine.Translat
 	}
 	if rewrites != nil {
 		if err := json.Unmarshal(rewrites, &t.Rewrites); err != nil {
-			return engine.Translation{}, false, fmt.Errorf("catalog store: translation rewrites: %w", err)
+			return memory.Translation{}, false, fmt.Errorf("catalog store: translation rewrites: %w", err)
 		}
 	}
 	return t, true, nil
 }
 
-// PutTranslation implements engine.CacheBackend; expired rows are pruned
+// PutTranslation implements memory.CacheBackend; expired rows are pruned
 // now and then by the writes themselves.
-func (s *Store) PutTranslation(ctx context.Context, key string, t engine.Translation, expires time.Time) error {
+func (s *Store) PutTranslation(ctx context.Context, key string, t memory.Translation, expires time.Time) error {
 	var conf *float64
 	if t.Confidence >= 0 {
 		conf = &t.Confidence
@@ -313,12 +313,12 @@ func (s *Store) PutTranslation(ctx context.Context, key string, t engine.Transla
 	return nil
 }
 
-// ---- engine.PairStore ----
+// ---- memory.PairStore ----
 
-// AddPair implements engine.PairStore: a pair with the same normalized
+// AddPair implements memory.PairStore: a pair with the same normalized
 // question replaces the earlier one, except that an accepted pair never
 // replaces an operator's.
-func (s *Store) AddPair(ctx context.Context, database string, p engine.Pair) error {
+func (s *Store) AddPair(ctx context.Context, database string, p memory.Pair) error {
 	var emb any
 	if s.emb != nil {
 		vs, err := s.emb.Embed(ctx, []string{p.Question})
@@ -341,7 +341,7 @@ func (s *Store) AddPair(ctx context.Context, database string, p engine.Pair) err
 		ON CONFLICT (database, role, qkey) DO UPDATE SET question = EXCLUDED.question, sql = EXCLUDED.sql,
 			source = EXCLUDED.source, at = EXCLUDED.at, embedding = EXCLUDED.embedding
 		WHERE `+s.t("pairs")+`.source <> $8 OR EXCLUDED.source = $8`,
-		database, engine.NormalizeQuestion(p.Question), p.Question, p.SQL, p.Source, p.At, emb, engine.PairOperator, p.Role)
+		database, memory.NormalizeQuestion(p.Question), p.Question, p.SQL, p.Source, p.At, emb, memory.PairOperator, p.Role)
 	if err != nil {
 		return fmt.Errorf("catalog store: add pair: %w", err)
 	}
@@ -351,15 +351,15 @@ func (s *Store) AddPair(ctx context.Context, database string, p engine.Pair) err
 // maxPairs bounds what Pairs returns per database (newest first).
 const maxPairs = 1000
 
-// Pairs implements engine.PairStore: operator pairs first, then the newest.
-func (s *Store) Pairs(ctx context.Context, database string) ([]engine.Pair, error) {
+// Pairs implements memory.PairStore: operator pairs first, then the newest.
+func (s *Store) Pairs(ctx context.Context, database string) ([]memory.Pair, error) {
 	rows, err := s.pool.Query(ctx, `SELECT question, sql, source, at, role FROM `+s.t("pairs")+`
-		WHERE database = $1 ORDER BY source = $2 DESC, at DESC LIMIT $3`, database, engine.PairOperator, maxPairs)
+		WHERE database = $1 ORDER BY source = $2 DESC, at DESC LIMIT $3`, database, memory.PairOperator, maxPairs)
 	if err != nil {
 		return nil, fmt.Errorf("catalog store: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Pair, error) {
-		var p engine.Pair
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (memory.Pair, error) {
+		var p memory.Pair
 		err := r.Scan(&p.Question, &p.SQL, &p.Source, &p.At, &p.Role)
 		return p, err
 	})
@@ -371,9 +371,9 @@ func (s *Store) Pairs(ctx context.Context, database string) ([]engine.Pair, erro
 
 // SimilarPairs returns up to k pairs whose question embeddings are nearest
 // (cosine) to question's: in Postgres with pgvector, else here.
-func (s *Store) SimilarPairs(ctx context.Context, database, question string, k int) ([]engine.Pair, error) {
+func (s *Store) SimilarPairs(ctx context.Context, database, question string, k int) ([]memory.Pair, error) {
 	if s.emb == nil {
-		return nil, fmt.Errorf("catalog store: %w", engine.ErrNoEmbedder)
+		return nil, fmt.Errorf("catalog store: %w", memory.ErrNoEmbedder)
 	}
 	vs, err := s.emb.Embed(ctx, []string{question})
 	if err != nil || len(vs) != 1 {
@@ -387,8 +387,8 @@ func (s *Store) SimilarPairs(ctx context.Context, database, question string, k i
 		if err != nil {
 			return nil, fmt.Errorf("catalog store: %w", err)
 		}
-		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (engine.Pair, error) {
-			var p engine.Pair
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (memory.Pair, error) {
+			var p memory.Pair
 			err := r.Scan(&p.Question, &p.SQL, &p.Source, &p.At, &p.Role)
 			return p, err
 		})
@@ -399,7 +399,7 @@ func (s *Store) SimilarPairs(ctx context.Context, database, question string, k i
 		return nil, fmt.Errorf("catalog store: %w", err)
 	}
 	type scored struct {
-		p   engine.Pair
+		p   memory.Pair
 		sim float64
 	}
 	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scored, error) {
@@ -421,7 +421,7 @@ func (s *Store) SimilarPairs(ctx context.Context, database, question string, k i
 		}
 		return 0
 	})
-	out := make([]engine.Pair, 0, k)
+	out := make([]memory.Pair, 0, k)
 	for i := 0; i < len(all) && i < k; i++ {
 		out = append(out, all[i].p)
 	}

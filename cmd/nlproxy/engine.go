@@ -14,11 +14,11 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // engineParts is the engine and what must be closed with it.
@@ -165,7 +165,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	// engine per database.
 	opt := ec.Optimize.optimizer()
 	opt.LLM, opt.NumCtx = client, ec.NumCtx
-	return &engineParts{translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt,
+	return &engineParts{translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt,
 		MaxQuestionBytes: ec.MaxQuestionBytes},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"io"
 	"net"
 	"os"
@@ -200,7 +201,7 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	target := *proxyURL
 	var failed *failedAsks
 	if *upstream != "" {
-		failed = &failedAsks{last: map[uint32]proxy.AskReport{}}
+		failed = &failedAsks{last: map[uint32]askreport.Report{}}
 		addr, stop, err := startEvalProxy(ctx, *upstream, serveArgs, stderr, failed.record)
 		if err != nil {
 			return err
@@ -296,7 +297,7 @@ func startEvalProxy(ctx context.Context, upstream string, serveArgs []string, st
 // reports an ask before the client sees its error.
 type failedAsks struct {
 	mu   sync.Mutex
-	last map[uint32]proxy.AskReport
+	last map[uint32]askreport.Report
 }
 
 func (f *failedAsks) record(r *proxy.AskRecord) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nlproxy/nlproxy/router"
 	"io"
 	"net"
 	"net/http"
@@ -93,8 +94,8 @@ func (o OpsConfig) redaction() redact.Policy {
 
 // openAudit opens the audit sink; close releases a file. Records reach it
 // already redacted (proxy.Server.Redact).
-func openAudit(o OpsConfig, stdout, stderr io.Writer) (*proxy.AuditLog, func() error, error) {
-	a := &proxy.AuditLog{}
+func openAudit(o OpsConfig, stdout, stderr io.Writer) (*router.AuditLog, func() error, error) {
+	a := &router.AuditLog{}
 	switch o.AuditLog {
 	case "":
 		return nil, func() error { return nil }, nil
@@ -117,7 +118,7 @@ func openAudit(o OpsConfig, stdout, stderr io.Writer) (*proxy.AuditLog, func() e
 type ops struct {
 	metrics *metrics.Metrics // nil without an admin listener
 	recent  *admin.Recent
-	audit   *proxy.AuditLog
+	audit   *router.AuditLog
 	closers []func() error
 	ln      net.Listener
 	http    *http.Server

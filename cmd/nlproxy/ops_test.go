@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -362,7 +363,7 @@ func TestOllamaHostFlag(t *testing.T) {
 }
 
 func TestAskMetrics(t *testing.T) {
-	refused := []proxy.AskStage{{Name: "generate", Note: "divide"}, {Name: "check", Note: "guard: DELETE is not allowed"}}
+	refused := []askreport.Stage{{Name: "generate", Note: "divide"}, {Name: "check", Note: "guard: DELETE is not allowed"}}
 	for _, tc := range []struct {
 		name    string
 		rec     proxy.AskRecord
@@ -370,9 +371,9 @@ func TestAskMetrics(t *testing.T) {
 		guard   bool
 		stages  int
 	}{
-		{"answered", proxy.AskRecord{Report: &proxy.AskReport{Profile: "max", Stages: refused[:1]}}, "answered", false, 1},
-		{"answered after a refusal", proxy.AskRecord{Report: &proxy.AskReport{Profile: "max", Stages: refused}}, "answered", true, 2},
-		{"failed after refusals", proxy.AskRecord{Err: &proxy.PgError{Code: "42501"}, Report: &proxy.AskReport{Profile: "fast", Stages: refused}}, "failed", true, 2},
+		{"answered", proxy.AskRecord{Report: &askreport.Report{Profile: "max", Stages: refused[:1]}}, "answered", false, 1},
+		{"answered after a refusal", proxy.AskRecord{Report: &askreport.Report{Profile: "max", Stages: refused}}, "answered", true, 2},
+		{"failed after refusals", proxy.AskRecord{Err: &proxy.PgError{Code: "42501"}, Report: &askreport.Report{Profile: "fast", Stages: refused}}, "failed", true, 2},
 		{"failed before the engine worked", proxy.AskRecord{Err: &proxy.PgError{Code: "53400"}}, "failed", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,11 +12,11 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // option is one setting of `nlproxy serve`. The flag, the environment
@@ -56,7 +56,7 @@ const configOption = "config"
 // options is the table of `nlproxy serve`'s settings, in the order of
 // --help and docs/configuration.md. Every default is here: a value some
 // package also falls back to when its field is zero is that package's
-// exported constant (engine.Default…, proxy.Default…, bridge.Default…,
+// exported constant (engine.Default…, proxy.Default…, router.Default…,
 // multidb.Default…, optimize.Default…, llm.Default…), referred to, not
 // repeated; the other values are written only here.
 func options() []option {
@@ -163,7 +163,7 @@ func options() []option {
 		{Flag: "trial-timeout", Env: env("TRIAL_TIMEOUT"), YAML: "engine.trial_timeout", Default: engine.DefaultTrialTimeout,
 			Help:  "statement_timeout of the engine's trial runs",
 			Field: func(c *Config) any { return &c.Engine.TrialTimeout }},
-		{Flag: "ask-statement-timeout", Env: env("ASK_STATEMENT_TIMEOUT"), YAML: "engine.statement_timeout", Default: bridge.DefaultStatementTimeout,
+		{Flag: "ask-statement-timeout", Env: env("ASK_STATEMENT_TIMEOUT"), YAML: "engine.statement_timeout", Default: router.DefaultStatementTimeout,
 			Help:  "statement_timeout of each run of a generated query; 0 = 1m, never unbounded",
 			Field: func(c *Config) any { return &c.Engine.RunTimeout }},
 		{Flag: "cache-ttl", Env: env("CACHE_TTL"), YAML: "engine.cache_ttl", Default: 10 * time.Minute,
@@ -199,7 +199,7 @@ func options() []option {
 		{Flag: "trial-max-bytes", Env: env("TRIAL_MAX_BYTES"), YAML: "engine.trial_max_bytes", Default: engine.DefaultTrialMaxBytes,
 			Help:  "row data a trial run may return before the ask fails with 54000",
 			Field: func(c *Config) any { return &c.Engine.TrialMaxBytes }},
-		{Flag: "max-question-bytes", Env: env("MAX_QUESTION_BYTES"), YAML: "engine.max_question_bytes", Default: bridge.DefaultMaxQuestionBytes,
+		{Flag: "max-question-bytes", Env: env("MAX_QUESTION_BYTES"), YAML: "engine.max_question_bytes", Default: router.DefaultMaxQuestionBytes,
 			Help:  "longest question (the text of any ask form, optimize: SQL included) in bytes; longer fails with 54000 before the model, the engine or a log sees it",
 			Field: func(c *Config) any { return &c.Engine.MaxQuestionBytes }},
 		{Flag: "no-literal-correction", Env: env("NO_LITERAL_CORRECTION"), YAML: "engine.no_literal_correction",

@@ -10,7 +10,7 @@
 // Every statement runs with the asking user's own privileges: on the
 // asker's own database through the asker's session, on the others through an
 // operator-configured authenticator connection that takes on the asker's
-// role inside each read-only transaction (guard.TrialScopeAs, via
+// role inside each read-only transaction (sealed.TrialScopeAs, via
 // engine.ConnExecutor). A database without an authenticator, unreachable, or
 // where the role does not exist or may not be taken on is skipped and said so.
 package multidb
@@ -31,8 +31,9 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/embedding"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -518,7 +519,7 @@ func (a *Asker) open(ctx context.Context, req Request, role, login string, snap 
 			return t.closeWith(ctx, fmt.Sprintf("role %s does not exist there", role))
 		case errors.As(err, &se) && se.Code == pg.CodeInsufficientPrivilege:
 			return t.closeWith(ctx, fmt.Sprintf("the authenticator may not act as role %s there (GRANT %s TO the authenticator)", role, role))
-		case errors.Is(err, guard.ErrBadRole):
+		case errors.Is(err, sealed.ErrBadRole):
 			return t.closeWith(ctx, fmt.Sprintf("nlproxy does not act as role %q", role))
 		}
 		a.Logger.Warn("cannot list readable tables", zap.String("database", snap.Database), zap.String("role", role), zap.Error(err))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 )
 
 // describeFunctions are what the description query calls: stable catalog
@@ -24,7 +24,7 @@ const maxDescribedTables = 12
 // error the prompt goes without it.
 func (s *search) describe(ctx context.Context) string {
 	var names []string
-	for _, t := range s.req.Statement.Checked().Tables {
+	for _, t := range guard.CheckedOf(s.req.Statement).Tables {
 		name := quoteIdent(t.Name)
 		if t.Schema != "" {
 			name = quoteIdent(t.Schema) + "." + name

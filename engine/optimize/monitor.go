@@ -10,7 +10,7 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -62,7 +62,7 @@ func (s *search) limits(rows int) pg.Limits {
 
 // explain returns the planner's total cost of st and its plan, summarized.
 func (s *search) explain(ctx context.Context, st guard.Statement) (float64, string, error) {
-	ex, err := st.Explain()
+	ex, err := guard.Explain(st)
 	if err != nil {
 		return 0, "", err
 	}
@@ -269,7 +269,7 @@ func topLevelOrdered(st guard.Statement) bool {
 // written ("orders", "public.orders").
 func tableSet(st guard.Statement) map[string]bool {
 	out := map[string]bool{}
-	for _, t := range st.Checked().Tables {
+	for _, t := range guard.CheckedOf(st).Tables {
 		out[strings.ToLower(t.String())] = true
 	}
 	return out
@@ -282,7 +282,7 @@ func tableSet(st guard.Statement) map[string]bool {
 // returned; a failed resolution counts the table as new.
 func (s *search) newTable(ctx context.Context, st guard.Statement) (string, error) {
 	var unknown []guard.TableRef
-	for _, t := range st.Checked().Tables {
+	for _, t := range guard.CheckedOf(st).Tables {
 		if !s.tables[strings.ToLower(t.String())] {
 			unknown = append(unknown, t)
 		}
@@ -291,7 +291,7 @@ func (s *search) newTable(ctx context.Context, st guard.Statement) (string, erro
 		return "", nil
 	}
 	if s.tableOIDs == nil {
-		oids, err := s.resolveTables(ctx, s.req.Statement.Checked().Tables)
+		oids, err := s.resolveTables(ctx, guard.CheckedOf(s.req.Statement).Tables)
 		if err != nil {
 			return unknown[0].String(), ctx.Err()
 		}

@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -235,7 +235,7 @@ var ErrNotSelect = errors.New("optimize: only a sealed SELECT can be optimized")
 // *guard.RejectError, a context error); every other way it ends is an
 // Outcome, whose Result is the original unless a rewrite was confirmed.
 func (o *Optimizer) Run(ctx context.Context, req Request) (Outcome, error) {
-	if req.Statement.IsZero() || req.Statement.Checked().Kind != guard.KindSelect || req.Exec == nil {
+	if req.Statement.IsZero() || guard.CheckedOf(req.Statement).Kind != guard.KindSelect || req.Exec == nil {
 		return Outcome{}, ErrNotSelect
 	}
 	s := &search{o: o, req: req, out: Outcome{Original: req.Statement, Result: req.Statement}, seen: map[string]int{}}

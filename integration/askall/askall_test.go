@@ -17,13 +17,13 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // Substrings that tell the prompts apart (prompts/templates).
@@ -134,7 +134,7 @@ GRANT SELECT ON payroll TO `+auth)
 	multi := &multidb.Asker{Engine: eng, LLM: client, Catalogs: cats, Connect: connect, Databases: []string{"eu", "us", "gone"}, TopK: 3}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, Multi: multi, StatementTimeout: 10 * time.Second},
+		Translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: 10 * time.Second},
 	}
 	f.proxy = clienttest.ServeProxy(t, srv)
 	return f

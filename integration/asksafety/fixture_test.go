@@ -19,13 +19,13 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // Substrings that tell the pipeline's prompts apart (see prompts/templates).
@@ -151,7 +151,7 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine, configure func(*p
 	t.Helper()
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: time.Second},
+		Translator: router.Translator{Engine: eng, StatementTimeout: time.Second},
 		OnDDL:      func(database, _ string) { f.cats.Refresh(database) },
 	}
 	if configure != nil {

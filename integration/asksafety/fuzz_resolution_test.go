@@ -12,7 +12,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
 

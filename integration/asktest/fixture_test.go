@@ -21,13 +21,13 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 // Substrings that tell the pipeline's prompts apart (see prompts/templates).
@@ -193,7 +193,7 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
 		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
 		OnAsk: func(r *proxy.AskRecord) {

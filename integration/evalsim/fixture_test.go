@@ -14,7 +14,6 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
@@ -23,6 +22,7 @@ import (
 	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 const model = "qwen2.5-coder:7b"
@@ -87,7 +87,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Cont
 	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop()}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
+		Translator: router.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
 		Logger:     zap.NewNop(),
 	}
 	addr := clienttest.ServeProxy(t, srv)

@@ -22,12 +22,12 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/bridge"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 const (
@@ -218,7 +218,7 @@ func (f *fixture) proxyWith(t *testing.T, host, embedModel string, budget time.D
 	}
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: bridge.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 4, CostSlack: -1}},
 		OnAsk: func(r *proxy.AskRecord) {
 			f.asksMu.Lock()

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	pg_query "github.com/pganalyze/pg_query_go/v5"
 )
 
 // MaxField bounds every text field of a record (question, SQL, notes,
@@ -134,19 +132,6 @@ func Clip(s string, n int) string {
 func Digest(q string) string {
 	sum := sha256.Sum256([]byte(q))
 	return "redacted:" + hex.EncodeToString(sum[:8])
-}
-
-// SQL replaces every constant in sql with a parameter symbol, as
-// pg_stat_statements shows queries; SQL that does not parse is withheld.
-func SQL(sql string) string {
-	if sql == "" {
-		return ""
-	}
-	out, err := pg_query.Normalize(sql)
-	if err != nil {
-		return "[redacted]"
-	}
-	return out
 }
 
 // QuestionLiterals replaces quoted text and numbers in a question with

@@ -117,7 +117,7 @@ func (f *lexFixture) checkLexing(t *testing.T, sql string) {
 	}
 	// The EXPLAIN derived from it (the optimizer's cost model) is one
 	// statement under every setting, too, and the server plans it.
-	ex, err := st.Explain()
+	ex, err := Explain(st)
 	if err != nil {
 		t.Fatalf("sealed %q has no EXPLAIN: %v", st.SQL(), err)
 	}

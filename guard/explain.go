@@ -4,6 +4,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nlproxy/nlproxy/guard/internal/stmt"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -16,19 +17,19 @@ const explainPrefix = "EXPLAIN (FORMAT JSON) "
 // like Seal: the text is parsed again and must be exactly one EXPLAIN with
 // that one option, over the same parse tree as s. Since s was sealed, the
 // result needs no other check: EXPLAIN without ANALYZE executes nothing.
-func (s Statement) Explain() (Statement, error) {
+func Explain(s Statement) (Statement, error) {
 	if s.IsZero() {
 		return Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: pg.CodeFeatureNotSupported}
 	}
-	if s.checked.Kind != KindSelect {
+	if CheckedOf(s).Kind != KindSelect {
 		return Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: pg.CodeFeatureNotSupported}
 	}
-	text := explainPrefix + s.sealed
+	text := explainPrefix + s.SQL()
 	tree, err := pg_query.Parse(text)
 	if err != nil {
 		return Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
-	inner, err := pg_query.Parse(s.sealed)
+	inner, err := pg_query.Parse(s.SQL())
 	if err != nil || len(inner.GetStmts()) != 1 {
 		return Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: pg.CodeFeatureNotSupported}
 	}
@@ -39,12 +40,12 @@ func (s Statement) Explain() (Statement, error) {
 	if ex == nil || !explainOptionsAreJSON(ex.GetOptions()) || !sameNode(ex.GetQuery(), inner.GetStmts()[0].GetStmt()) {
 		return Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: pg.CodeFeatureNotSupported}
 	}
-	c := *s.checked
+	c := *CheckedOf(s)
 	c.SQL = text
 	c.Kind = KindExplain
 	c.tree = tree
 	c.builtinCalls = nil
-	return Statement{sealed: text, display: explainPrefix + s.display, checked: &c}, nil
+	return stmt.New(text, explainPrefix+s.Display(), &c), nil
 }
 
 // explainOptionsAreJSON accepts exactly the one option FORMAT JSON.

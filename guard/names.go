@@ -10,13 +10,6 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// PinnedSearchPath is the search_path inside every Scope. Functions and
-// operators are never looked up in pg_temp, so an unqualified call or
-// operator can only mean pg_catalog's; pg_temp is named last so that it is
-// not searched first for relations and types (it would be, left out). Seal
-// qualifies every relation and type, so pg_temp is never reached at all.
-const PinnedSearchPath = "pg_catalog, pg_temp"
-
 // Names is how the asking session resolves names, read from that session at
 // ask time (its search_path, the catalog's relations on it). Seal writes each
 // relation, type and allowed user function qualified as the session would

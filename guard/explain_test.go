@@ -24,15 +24,15 @@ func TestExplain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ex, err := st.Explain()
+			ex, err := Explain(st)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ex.SQL() != tt.want {
 				t.Errorf("SQL = %q, want %q", ex.SQL(), tt.want)
 			}
-			if ex.Checked().Kind != KindExplain {
-				t.Errorf("kind = %s", ex.Checked().Kind)
+			if CheckedOf(ex).Kind != KindExplain {
+				t.Errorf("kind = %s", CheckedOf(ex).Kind)
 			}
 			if !strings.HasSuffix(ex.Display(), tt.sql) {
 				t.Errorf("Display = %q", ex.Display())
@@ -50,14 +50,14 @@ func TestExplain(t *testing.T) {
 
 func TestExplainRefuses(t *testing.T) {
 	var re *RejectError
-	if _, err := (Statement{}).Explain(); !errors.As(err, &re) {
+	if _, err := Explain(Statement{}); !errors.As(err, &re) {
 		t.Errorf("zero statement: err = %v", err)
 	}
 	st, err := Seal("EXPLAIN SELECT 1", Options{AllowExplain: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Explain(); !errors.As(err, &re) {
+	if _, err := Explain(st); !errors.As(err, &re) {
 		t.Errorf("explain of an EXPLAIN: err = %v", err)
 	}
 }

@@ -1,13 +1,15 @@
-// Package bridge connects the engine to the proxy: it implements
+// Package router is the one package that knows both the proxy and the engine
+// (besides cmd/nlproxy, which wires them): it implements
 // proxy.Translator with an *engine.Engine (the proxy's session executor is
 // the engine's Executor) and turns engine errors into ErrorResponses.
-package bridge
+package router
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nlproxy/nlproxy/internal/askreport"
 	"strconv"
 	"strings"
 	"time"
@@ -141,8 +143,8 @@ func (t Translator) checkSize(q string) error {
 
 // report is the engine's account of an answered ask for the proxy's audit
 // log, metrics and admin page.
-func report(res *engine.Result) *proxy.AskReport {
-	r := &proxy.AskReport{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
+func report(res *engine.Result) *askreport.Report {
+	r := &askreport.Report{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
 	addCandidates(r, res.Candidates, res.Chosen)
 	addTrace(r, res.Trace)
 	return r
@@ -150,27 +152,27 @@ func report(res *engine.Result) *proxy.AskReport {
 
 // failedReport is the same account of an ask that failed: no SQL, no
 // confidence.
-func failedReport(f *engine.Failed) *proxy.AskReport {
-	r := &proxy.AskReport{Role: f.Role, Profile: f.Profile, Confidence: -1}
+func failedReport(f *engine.Failed) *askreport.Report {
+	r := &askreport.Report{Role: f.Role, Profile: f.Profile, Confidence: -1}
 	addCandidates(r, f.Candidates, -1)
 	addTrace(r, f.Trace)
 	return r
 }
 
-func addCandidates(r *proxy.AskReport, cands []*engine.Candidate, chosen int) {
+func addCandidates(r *askreport.Report, cands []*engine.Candidate, chosen int) {
 	for i, c := range cands {
-		r.Candidates = append(r.Candidates, proxy.AskCandidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
+		r.Candidates = append(r.Candidates, askreport.Candidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
 			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == chosen})
 	}
 }
 
-func addTrace(r *proxy.AskReport, tr *engine.Trace) {
+func addTrace(r *askreport.Report, tr *engine.Trace) {
 	if tr == nil {
 		return
 	}
 	r.LLMCalls, r.PromptTokens, r.CompletionTokens = tr.LLMCalls()
 	for _, st := range tr.Snapshot() {
-		r.Stages = append(r.Stages, proxy.AskStage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
+		r.Stages = append(r.Stages, askreport.Stage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
 			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/guard/internal/stmt"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -150,21 +152,21 @@ func ctes(n int) string {
 
 func TestSessionProbe(t *testing.T) {
 	st := SessionProbe()
-	if !st.probe || st.IsZero() {
+	if !stmt.IsProbe(st) || st.IsZero() {
 		t.Fatal("SessionProbe is not marked as the probe")
 	}
 	if strings.Contains(st.SQL(), "::") || strings.Contains(st.SQL(), "=") || strings.Contains(st.SQL(), "FROM") {
 		t.Errorf("the unpinned probe names a cast, operator or relation: %s", st.SQL())
 	}
-	sc, err := TrialScope(st, 'I', 0)
+	sc, err := sealed.TrialScope(st, 'I', 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned, err := TrialScope(Statement{}, 'I', 0)
+	pinned, err := sealed.TrialScope(Statement{}, 'I', 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(strings.Join(sc.Enter, ";"), "search_path") || !strings.Contains(strings.Join(pinned.Enter, ";"), "'search_path', '"+PinnedSearchPath+"'") {
+	if strings.Contains(strings.Join(sc.Enter, ";"), "search_path") || !strings.Contains(strings.Join(pinned.Enter, ";"), "'search_path', '"+sealed.PinnedSearchPath+"'") {
 		t.Errorf("probe scope %q, pinned scope %q", sc.Enter, pinned.Enter)
 	}
 }

@@ -45,8 +45,8 @@ func TestSeal(t *testing.T) {
 			if st.SQL() != tt.want {
 				t.Errorf("sealed\n got %s\nwant %s", st.SQL(), tt.want)
 			}
-			if st.Display() != tt.sql || st.IsZero() || st.Checked() == nil {
-				t.Errorf("Display %q, Checked %v", st.Display(), st.Checked())
+			if st.Display() != tt.sql || st.IsZero() || CheckedOf(st) == nil {
+				t.Errorf("Display %q, Checked %v", st.Display(), CheckedOf(st))
 			}
 			assertSealedForm(t, st.SQL())
 		})

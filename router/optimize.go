@@ -1,4 +1,4 @@
-package bridge
+package router
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )

@@ -1,4 +1,10 @@
-package guard
+// Package sealed is the cgo-free half of the guard: the sealed Statement
+// and the scopes every run of one on a client's session goes through. The
+// relay (proxy) and the engine both import it; only the guard (package
+// guard, which parses with pg_query) can make a non-zero Statement (see
+// guard/internal/stmt for how Go enforces that). It imports internal/pg
+// and nothing else of the project.
+package sealed
 
 import (
 	"errors"
@@ -7,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nlproxy/nlproxy/guard/internal/stmt"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -24,6 +31,18 @@ import (
 // Every statement here is fixed ASCII text (the only variables are a number
 // and, in TrialScopeAs, a role name quoted as an ASCII E-string literal), so it
 // lexes the same under any session setting.
+// Statement is SQL the guard accepted, sealed: the one form nlproxy ever
+// sends upstream. Only guard.Seal (and what the guard derives from a sealed
+// statement) makes a non-zero one; the zero value holds nothing.
+type Statement = stmt.Statement
+
+// PinnedSearchPath is the search_path inside every Scope. Functions and
+// operators are never looked up in pg_temp, so an unqualified call or
+// operator can only mean pg_catalog's; pg_temp is named last so that it is
+// not searched first for relations and types (it would be, left out). Seal
+// qualifies every relation and type, so pg_temp is never reached at all.
+const PinnedSearchPath = "pg_catalog, pg_temp"
+
 type Scope struct {
 	// Enter runs before the statement.
 	Enter []string
@@ -79,8 +98,8 @@ func timeoutMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // was idle, a read-only savepoint rolled back inside the client's
 // transaction. Name resolution is pinned, except for SessionProbe, which
 // reads the session's own search_path.
-func TrialScope(stmt Statement, tx pg.TxStatus, timeout time.Duration) (Scope, error) {
-	k := kind{pin: !stmt.probe, trial: true}
+func TrialScope(st Statement, tx pg.TxStatus, timeout time.Duration) (Scope, error) {
+	k := kind{pin: !stmt.IsProbe(st), trial: true}
 	switch tx {
 	case pg.TxIdle:
 		return Scope{
@@ -137,7 +156,7 @@ func blockScope(tx pg.TxStatus, timeout time.Duration, k kind) Scope {
 // E-string literal, ASCII only (other characters as \u escapes), which lexes the same
 // under any session setting. "none" would reset the role to the
 // authenticator itself, so it is refused.
-func TrialScopeAs(stmt Statement, tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
+func TrialScopeAs(st Statement, tx pg.TxStatus, timeout time.Duration, role string) (Scope, error) {
 	if tx != pg.TxIdle {
 		if tx == pg.TxFailed {
 			return Scope{}, pg.ErrFailedTransaction
@@ -149,7 +168,7 @@ func TrialScopeAs(stmt Statement, tx pg.TxStatus, timeout time.Duration, role st
 		return Scope{}, err
 	}
 	return Scope{
-		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, kind{pin: !stmt.probe, trial: true}), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
+		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, kind{pin: !stmt.IsProbe(st), trial: true}), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
 		Exit:    []string{"ROLLBACK"},
 		Recover: []string{"ROLLBACK"},
 		Start:   tx,
@@ -181,24 +200,4 @@ func roleLiteral(role string) (string, error) {
 	}
 	b.WriteString("'")
 	return b.String(), nil
-}
-
-// sessionProbeSQL reads who is asking and the schemas the session's
-// search_path resolves to. It runs unpinned (the path is what it reads), so
-// it names nothing the session can stand in for: one qualified built-in
-// function of the session's state and a keyword, no operator, cast,
-// relation or type name.
-const sessionProbeSQL = "SELECT CURRENT_USER AS role, pg_catalog.array_to_json(pg_catalog.current_schemas(false)) AS path"
-
-// SessionProbe is the one statement that runs without pinned resolution:
-// it returns one row (role, search_path as a JSON array of schema names).
-// Everything else the proxy or the engine runs on a client's session is
-// sealed and runs pinned.
-func SessionProbe() Statement {
-	st, err := Seal(sessionProbeSQL, Options{Catalog: Builtins{"array_to_json": Stable, "current_schemas": Stable}})
-	if err != nil {
-		panic("guard: the session probe does not seal: " + err.Error())
-	}
-	st.probe = true
-	return st
 }

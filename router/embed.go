@@ -1,14 +1,22 @@
-package bridge
+package router
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router/askfunc"
 )
+
+// ParseAskFunc implements proxy.AskFuncParser: the relay parses no SQL, so
+// the table-function form is read here, with pg_query.
+func (Translator) ParseAskFunc(sql string) (proxy.AskFunc, bool) {
+	c, ok := askfunc.Find(sql)
+	return proxy.AskFunc(c), ok
+}
 
 // embedded answers the table-function form (SELECT … FROM nlproxy.ask('…')
 // …): the question is answered as its marker would be, the answer takes the
@@ -20,7 +28,7 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 	// The statement around the call is judged before any model work: with
 	// an empty placeholder in the call's place, the guard's verdict on the
 	// rest is already the final one.
-	probe, err := req.Marker.EmbedRows(&proxy.StaticResult{Columns: []string{"_"}})
+	probe, err := askfunc.EmbedRows(req.Marker.Statement, []string{"_"}, nil)
 	if err != nil {
 		return proxy.Translation{}, embedError(err)
 	}
@@ -36,9 +44,9 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 	}
 	var text string
 	if tr.Rows != nil {
-		text, err = req.Marker.EmbedRows(tr.Rows)
+		text, err = askfunc.EmbedRows(req.Marker.Statement, tr.Rows.Columns, tr.Rows.Rows)
 	} else {
-		text, err = req.Marker.Embed(tr.Statement.SQL())
+		text, err = askfunc.Embed(req.Marker.Statement, tr.Statement.SQL())
 	}
 	if err != nil {
 		return proxy.Translation{Report: tr.Report}, embedError(err)

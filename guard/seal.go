@@ -9,37 +9,21 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/nlproxy/nlproxy/guard/internal/stmt"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// Statement is SQL the guard accepted, in the one form nlproxy ever sends
-// upstream. Its zero value holds nothing; the only way to make one is Seal,
-// so code that runs a Statement runs exactly what the guard checked.
-type Statement struct {
-	sealed  string
-	display string
-	checked *Checked
-	// probe marks SessionProbe, the one statement run unpinned.
-	probe bool
+// Statement is SQL the guard accepted, sealed. The type lives in the
+// cgo-free leaf guard/sealed, so that the relay can hold and run one without
+// linking pg_query; Seal (and Explain) are still the only ways to make one.
+type Statement = sealed.Statement
+
+// CheckedOf is the guard's description of s; nil for the zero Statement.
+func CheckedOf(s Statement) *Checked {
+	c, _ := stmt.Checked(s).(*Checked)
+	return c
 }
-
-// SQL is the sealed text: what the server executes. It is ASCII only (other
-// characters as \u escapes), its string constants are either plain without
-// backslashes or E” strings, and built-in functions are qualified with
-// pg_catalog. So it lexes to the same single statement whatever the session's
-// client_encoding, standard_conforming_strings, backslash_quote or
-// search_path.
-func (s Statement) SQL() string { return s.sealed }
-
-// Display is the statement as written (by the model, after literal
-// correction), for people: the NOTICE and ask-sql show it.
-func (s Statement) Display() string { return s.display }
-
-// Checked is the guard's description of the statement.
-func (s Statement) Checked() *Checked { return s.checked }
-
-// IsZero reports whether s was not made by Seal.
-func (s Statement) IsZero() bool { return s.checked == nil }
 
 // Seal checks sql like Check and returns it sealed (see Statement.SQL). The
 // sealed text is parsed again and must give the same parse tree as the
@@ -71,7 +55,7 @@ func Seal(sql string, opts Options) (Statement, error) {
 	if !sameTree(c.tree, again) {
 		return Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
 	}
-	return Statement{sealed: text, display: sql, checked: c}, nil
+	return stmt.New(text, sql, c), nil
 }
 
 // sameTree compares parse trees ignoring token positions.
