@@ -268,3 +268,13 @@ func (s *session) currentTx() byte {
 // transaction block: SET LOCALs that make the implicit transaction of the
 // Query message read-only and time-bounded. Inside a client transaction a
 // SET LOCAL would outlive the statement, so none is added there.
+
+func (s *session) cancelUpstream(ctx context.Context) error {
+	s.mu.Lock()
+	pid, secret := s.realPID, s.realSecret
+	s.mu.Unlock()
+	if secret == nil {
+		return nil
+	}
+	return sendCancel(ctx, s.route.Address, pid, secret)
+}

@@ -1,0 +1,377 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/engine/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
+)
+
+// Interception: telling an ask from plain SQL on the relay (the untracked
+// entry points clientQuery and clientParse, whose fast path decides from a
+// few bytes through mightAsk), reading the marker in the client's encoding,
+// and handing the question to the translator within the proxy's limits.
+// What the answer does on the session is in inject.go; how the client's
+// stream is handled while asks are in play is in tracked.go.
+
+// clientQuery relays a simple Query, intercepting marker statements.
+func (s *session) clientQuery(n int) error {
+	b, err := s.cr.Peek(5 + min(n, 64))
+	if err != nil {
+		return err
+	}
+	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:], n <= 64) && !s.mayAskFunc(n) {
+		s.sent()
+		s.batchOpen = false
+		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		return err
+	}
+	msg, m, err := s.readQuery(n)
+	if err != nil {
+		return err
+	}
+	if m.Kind == MarkerNone || m.invalid != nil {
+		// An ask after transaction control in one Query (psqlodbc's
+		// savepoints); a table-function ask there is one statement of
+		// several until the prefix is taken off.
+		if prefix, pm, err := s.askAfterTxPrefix(msg); err != nil || (pm.Kind != MarkerNone && pm.invalid == nil) {
+			if err != nil {
+				return err
+			}
+			return s.askQueryAfter(prefix, pm, msg)
+		}
+	}
+	if m.Kind == MarkerNone {
+		s.sent()
+		s.batchOpen = false
+		_, err := s.uw.Write(msg)
+		return err
+	}
+	return s.askQuery(m, msg)
+}
+
+// clientParse relays a Parse, intercepting marker statements.
+func (s *session) clientParse(n int) error {
+	b, err := s.cr.Peek(5 + min(n, 256))
+	if err != nil {
+		return err
+	}
+	body := b[5:]
+	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) && !s.mayAskFunc(n) {
+		s.batchOpen = true
+		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+	}
+	msg, name, m, tail, err := s.readParse(n)
+	if err != nil {
+		return err
+	}
+	if m.Kind == MarkerNone {
+		s.batchOpen = true
+		_, err := s.uw.Write(msg)
+		return err
+	}
+	return s.askParse(m, msg, name, tail)
+}
+
+func (s *session) readQuery(n int) ([]byte, Marker, error) {
+	msg := make([]byte, 5+n)
+	if _, err := io.ReadFull(s.cr, msg); err != nil {
+		return nil, Marker{}, err
+	}
+	if n == 0 || msg[len(msg)-1] != 0 {
+		return nil, Marker{}, s.fatal("08P01", "nlproxy: malformed Query message")
+	}
+	m, err := s.parseMarker(msg[5 : len(msg)-1])
+	return msg, m, err
+}
+
+func (s *session) readParse(n int) (msg []byte, name string, m Marker, tail []byte, err error) {
+	msg = make([]byte, 5+n)
+	if _, err := io.ReadFull(s.cr, msg); err != nil {
+		return nil, "", Marker{}, nil, err
+	}
+	name, query, tail, err := splitParse(msg[5:])
+	if err != nil {
+		return nil, "", Marker{}, nil, s.fatal("08P01", "nlproxy: %v", err)
+	}
+	m, err = s.parseMarker([]byte(query))
+	return msg, name, m, tail, err
+}
+
+// parseMarker reads statement text in the client's encoding; a marker's
+// question goes to the engine as UTF-8.
+func (s *session) parseMarker(text []byte) (Marker, error) {
+	prefix, fn := maybeMarker(text[:min(len(text), 64)]), mayHoldAskFunc(text)
+	if !prefix && !fn {
+		return Marker{}, nil
+	}
+	utf, err := s.fromClient(text)
+	if err != nil {
+		m := ParseMarker(asciiOnly(string(text)))
+		if m.Kind != MarkerNone {
+			// A marker whose question cannot be read: say so, rather than
+			// let Postgres call it a syntax error.
+			m.unreadable = err
+		}
+		return m, nil
+	}
+	if m := ParseMarker(utf); m.Kind != MarkerNone || !fn {
+		return m, nil
+	}
+	return findAskFunc(utf), nil
+}
+
+// mayAskFunc peeks at a whole Query or Parse message of n bytes and says
+// whether it may hold the table-function form. A message longer than the
+// read buffer cannot be looked at in place: it takes the slow path, read
+// whole.
+func (s *session) mayAskFunc(n int) bool {
+	if 5+n > s.cr.Size() {
+		return true
+	}
+	b, err := s.cr.Peek(5 + n)
+	if err != nil {
+		return true // the slow path reports it
+	}
+	return mayHoldAskFunc(b[5:])
+}
+
+// askQuery answers a simple-protocol marker statement.
+func (s *session) askQuery(m Marker, msg []byte) error {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('Q', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	tx := s.currentTx()
+	tr, perr := s.ask(m)
+	if perr != nil {
+		return s.failQuery(perr)
+	}
+	if err := s.sendNotices(tr); err != nil {
+		return err
+	}
+	return s.answerQuery(tx, &askStmt{stmt: tr.Statement, timeout: tr.Timeout, rows: tr.Rows})
+}
+
+// askAfterTxPrefix finds an ask after leading transaction-control
+// statements in a Query's text (see splitTxPrefix).
+func (s *session) askAfterTxPrefix(msg []byte) (prefix string, m Marker, err error) {
+	text := msg[5 : len(msg)-1]
+	if !maybeTxPrefix(text, true) {
+		return "", Marker{}, nil
+	}
+	prefix, rest := splitTxPrefix(string(text))
+	if prefix == "" {
+		return "", Marker{}, nil
+	}
+	m, err = s.parseMarker([]byte(rest))
+	return prefix, m, err
+}
+
+// askQueryAfter answers a Query of transaction-control statements and then
+// an ask: those statements run first as a Query of their own, all their
+// replies but the ReadyForQuery going to the client; the ask runs only if
+// they succeed, as the server would skip it otherwise.
+func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('Q', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelayBody})
+	s.sent()
+	s.batchOpen = false
+	if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+		return err
+	}
+	if err := s.uw.Flush(); err != nil {
+		return err
+	}
+	if err := s.waitIdle(); err != nil {
+		return err
+	}
+	if s.unitFailed() {
+		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+	}
+	return s.askQuery(m, msg)
+}
+
+// askParse answers an extended-protocol marker statement: the generated
+// statement goes into the proxy's table under the client's name (see
+// askStmt), and its every Execute runs in a read-only scope (see
+// trackedBind).
+func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error {
+	if name != "" && s.stmts[name] != nil {
+		s.batchOpen = true
+		return s.failParse(name, tail, duplicateStatement(name))
+	}
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('P', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.batchOpen = true
+	if name != "" {
+		if perr, err := s.nameTaken(name); err != nil || perr != nil {
+			if err != nil {
+				return err
+			}
+			return s.failParse(name, tail, perr)
+		}
+	}
+	tr, perr := s.ask(m)
+	if perr != nil {
+		return s.failParse(name, tail, perr)
+	}
+	if err := s.sendNotices(tr); err != nil {
+		return err
+	}
+	if name == "" {
+		// The client's unnamed statement upstream is replaced, as by a Parse.
+		s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ""))
+	}
+	s.stmts[name] = &askStmt{stmt: tr.Statement, tail: append([]byte(nil), tail...), timeout: tr.Timeout, rows: tr.Rows}
+	return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
+}
+
+// nameTaken reports, as the error Postgres would give a Parse of that name,
+// whether a statement of the client's is prepared upstream under name: the
+// name is prepared upstream (never run) and closed again. A Parse that finds
+// the name taken fails and so aborts a transaction block, as the client's
+// own Parse would.
+func (s *session) nameTaken(name string) (*PgError, error) {
+	k := newSink(pg.Limits{})
+	s.send(expect{msg: 'P', act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
+	s.send(expect{msg: 'C', act: actDrop, sink: k}, closeMsg('S', name))
+	s.sync(actDrop, k)
+	if err := s.uw.Flush(); err != nil {
+		return nil, err
+	}
+	select {
+	case <-k.done:
+	case <-s.ctx.Done():
+		return nil, errQuiet
+	}
+	return k.err, nil
+}
+
+// sendNotices sends the translation's notices to the client.
+func (s *session) sendNotices(tr Translation) error {
+	var out []byte
+	for _, n := range append([]string{tr.Notice}, tr.Notices...) {
+		if n != "" {
+			out = append(out, encodeNotice(s.toClient(n))...)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return s.sendClient(out)
+}
+
+// ask translates a marker at a synced point of the stream, within the
+// proxy's limits on concurrent asks.
+func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
+	if s.srv.OnAsk != nil {
+		start := time.Now()
+		defer func() { s.reportAsk(m, start, &tr, perr) }()
+	}
+	if s.srv.Translator == nil {
+		return Translation{}, noEngineError()
+	}
+	if m.invalid != nil {
+		return Translation{}, m.invalid
+	}
+	if m.unreadable != nil {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeCharacterNotInRepertoire,
+			Message: "nlproxy: the question cannot be read in the session's client_encoding (" + s.encoding() + ")",
+			Hint:    "Ask in UTF8 (SET client_encoding = 'UTF8') or in one of the encodings the README lists."}
+	}
+	release, perr := s.srv.acquireAsk(s.clientHost)
+	if perr != nil {
+		return Translation{}, perr
+	}
+	defer release()
+	tr, err := s.translate(m)
+	if err != nil {
+		// The report of a failed ask (what the engine did) is kept for OnAsk.
+		return Translation{Report: tr.Report}, translatorError(err)
+	}
+	if tr.Rows == nil && tr.Statement.IsZero() {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned no statement"}
+	}
+	if tr.Rows != nil && len(tr.Rows.Columns) == 0 {
+		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned a result without columns"}
+	}
+	return tr, nil
+}
+
+func noEngineError() *PgError {
+	return &PgError{Severity: "ERROR", Code: "0A000",
+		Message: "natural-language queries need an engine: this nlproxy has no translator configured",
+		Hint:    "Configure an engine (Ollama model) for nlproxy, or send plain SQL."}
+}
+
+func translatorError(err error) *PgError {
+	var pe *PgError
+	if errors.As(err, &pe) {
+		e := *pe
+		if e.Severity == "" || e.Severity == "FATAL" || e.Severity == "PANIC" {
+			e.Severity = "ERROR"
+		}
+		if e.Code == "" {
+			e.Code = pg.CodeInternalError
+		}
+		return &e
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return &PgError{Severity: "ERROR", Code: pg.CodeQueryCanceled, Message: "canceling statement due to user request"}
+	case errors.Is(err, guard.ErrFailedTransaction):
+		return &PgError{Severity: "ERROR", Code: pg.CodeInFailedTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}
+	}
+	return &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: internal error while answering the question"}
+}
+
+func (s *session) translate(m Marker) (Translation, error) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.translating = true
+	s.cancelTr = cancel
+	tx := s.txStatus
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.translating = false
+		s.cancelTr = nil
+		s.mu.Unlock()
+	}()
+	return s.srv.Translator.Translate(ctx, TranslateRequest{
+		Marker: m, Database: s.database, User: s.user, TxStatus: tx, ClientEncoding: s.encoding(), Exec: &executor{s: s},
+	})
+}
+
+// cancelTranslation aborts a running translation (client CancelRequest).
+func (s *session) cancelTranslation() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancelTr != nil {
+		s.cancelTr()
+		return true
+	}
+	return false
+}
