@@ -565,10 +565,10 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		return l.finish(ls, loopHandoff, nil), false // the goroutine relay answers 08P01
 	}
 	switch typ {
-	case 'Q':
-		// Judged whole, as clientQuery judges it: a marker at the start, an
-		// ask after transaction control, or the table-function form anywhere
-		// goes to the goroutine relay, which answers asks.
+	case 'Q', 'P':
+		// Judged whole, as the goroutine relay judges it (mightAsk, then
+		// queryAsk or parseAsk): an ask goes to the goroutine relay, which
+		// answers asks; so does a message it would answer an error to.
 		complete, tooLarge := whole(pp, b, n)
 		if tooLarge {
 			return l.finish(ls, loopHandoff, nil), false
@@ -576,35 +576,22 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if !complete {
 			return true, true
 		}
-		if n == 0 || b[4+n] != 0 {
-			return l.finish(ls, loopHandoff, nil), false
-		}
-		head := b[5 : 5+min(n, 64)]
-		if maybeMarker(head) {
-			if m, err := s.parseMarker(b[5 : 4+n]); err != nil || m.Kind != MarkerNone {
+		body := b[5 : 5+n]
+		if typ == 'Q' {
+			if n == 0 || body[n-1] != 0 {
 				return l.finish(ls, loopHandoff, nil), false
 			}
-		}
-		if maybeTxPrefix(head, n <= 64) || mayHoldAskFunc(b[5:4+n]) {
-			return l.finish(ls, loopHandoff, nil), false
-		}
-		s.sent()
-		s.batchOpen = false
-	case 'P':
-		complete, tooLarge := whole(pp, b, n)
-		if tooLarge {
-			return l.finish(ls, loopHandoff, nil), false
-		}
-		if !complete {
-			return true, true
-		}
-		body := b[5 : 5+min(n, 256)]
-		if i := bytes.IndexByte(body, 0); i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) || mayHoldAskFunc(b[5:5+n]) {
-			_, query, _, err := splitParse(b[5 : 5+n])
-			if err != nil {
-				return l.finish(ls, loopHandoff, nil), false
+			if mightAsk('Q', body, true) {
+				if _, m, err := s.queryAsk(body[:n-1]); err != nil || m.Kind != MarkerNone {
+					return l.finish(ls, loopHandoff, nil), false
+				}
 			}
-			if m, err := s.parseMarker([]byte(query)); err != nil || m.Kind != MarkerNone {
+			s.sent()
+			s.batchOpen = false
+			break
+		}
+		if mightAsk('P', body, true) {
+			if _, m, _, err := s.parseAsk(body); err != nil || m.Kind != MarkerNone {
 				return l.finish(ls, loopHandoff, nil), false
 			}
 		}

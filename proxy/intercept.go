@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -22,52 +20,49 @@ import (
 
 // clientQuery relays a simple Query, intercepting marker statements.
 func (s *session) clientQuery(n int) error {
-	b, err := s.cr.Peek(5 + min(n, 64))
+	body, complete, err := s.peekBody(n)
 	if err != nil {
 		return err
 	}
-	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:], n <= 64) && !s.mayAskFunc(n) {
+	if !mightAsk('Q', body, complete) {
 		s.sent()
 		s.batchOpen = false
-		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
-		return err
+		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}
-	msg, m, err := s.readQuery(n)
+	msg, err := s.readQuery(n)
 	if err != nil {
 		return err
 	}
-	if m.Kind == MarkerNone || m.invalid != nil {
-		// An ask after transaction control in one Query (psqlodbc's
-		// savepoints); a table-function ask there is one statement of
-		// several until the prefix is taken off.
-		if prefix, pm, err := s.askAfterTxPrefix(msg); err != nil || (pm.Kind != MarkerNone && pm.invalid == nil) {
-			if err != nil {
-				return err
-			}
-			return s.askQueryAfter(prefix, pm, msg)
-		}
-	}
-	if m.Kind == MarkerNone {
+	prefix, m, err := s.queryAsk(msg[5 : len(msg)-1])
+	switch {
+	case err != nil:
+		return err
+	case m.Kind == MarkerNone:
 		s.sent()
 		s.batchOpen = false
 		_, err := s.uw.Write(msg)
 		return err
+	case prefix != "":
+		return s.askQueryAfter(prefix, m, msg)
 	}
 	return s.askQuery(m, msg)
 }
 
 // clientParse relays a Parse, intercepting marker statements.
 func (s *session) clientParse(n int) error {
-	b, err := s.cr.Peek(5 + min(n, 256))
+	body, complete, err := s.peekBody(n)
 	if err != nil {
 		return err
 	}
-	body := b[5:]
-	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) && !s.mayAskFunc(n) {
+	if !mightAsk('P', body, complete) {
 		s.batchOpen = true
 		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}
-	msg, name, m, tail, err := s.readParse(n)
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	name, m, tail, err := s.readParse(msg)
 	if err != nil {
 		return err
 	}
@@ -79,29 +74,78 @@ func (s *session) clientParse(n int) error {
 	return s.askParse(m, msg, name, tail)
 }
 
-func (s *session) readQuery(n int) ([]byte, Marker, error) {
-	msg := make([]byte, 5+n)
-	if _, err := io.ReadFull(s.cr, msg); err != nil {
-		return nil, Marker{}, err
+// peekBody looks at the body of the client's next message (n bytes) in the
+// read buffer, leaving it there: whole when it fits the buffer, else its
+// first bytes (complete false), which is all mightAsk needs of it.
+func (s *session) peekBody(n int) (body []byte, complete bool, err error) {
+	complete = 5+n <= s.cr.Size()
+	k := n
+	if !complete {
+		k = min(n, mightAskPrefix)
 	}
-	if n == 0 || msg[len(msg)-1] != 0 {
-		return nil, Marker{}, s.fatal("08P01", "nlproxy: malformed Query message")
+	b, err := s.cr.Peek(5 + k)
+	if err != nil {
+		return nil, false, err
 	}
-	m, err := s.parseMarker(msg[5 : len(msg)-1])
-	return msg, m, err
+	return b[5:], complete, nil
 }
 
-func (s *session) readParse(n int) (msg []byte, name string, m Marker, tail []byte, err error) {
-	msg = make([]byte, 5+n)
-	if _, err := io.ReadFull(s.cr, msg); err != nil {
-		return nil, "", Marker{}, nil, err
-	}
-	name, query, tail, err := splitParse(msg[5:])
+// readQuery reads a whole Query message.
+func (s *session) readQuery(n int) ([]byte, error) {
+	msg, err := s.readMsg(n)
 	if err != nil {
-		return nil, "", Marker{}, nil, s.fatal("08P01", "nlproxy: %v", err)
+		return nil, err
+	}
+	if n == 0 || msg[len(msg)-1] != 0 {
+		return nil, s.fatal("08P01", "nlproxy: malformed Query message")
+	}
+	return msg, nil
+}
+
+// readParse decides on a whole Parse message read by the goroutine relay.
+func (s *session) readParse(msg []byte) (name string, m Marker, tail []byte, err error) {
+	name, m, tail, err = s.parseAsk(msg[5:])
+	if errors.Is(err, ErrProtocol) {
+		return "", Marker{}, nil, s.fatal("08P01", "nlproxy: %v", err)
+	}
+	return name, m, tail, err
+}
+
+// queryAsk is the decision on a whole Query's text (its NUL excluded) that
+// mightAsk did not clear, made alike by both relays: m is the ask it
+// carries (MarkerNone for plain SQL; a misused table function is an ask
+// that fails). prefix, when not "", is transaction control to run before
+// the ask (psqlodbc's savepoints, see splitTxPrefix); a table-function ask
+// there is one statement of several until the prefix is taken off.
+func (s *session) queryAsk(text []byte) (prefix string, m Marker, err error) {
+	m, err = s.parseMarker(text)
+	if err != nil || (m.Kind != MarkerNone && m.invalid == nil) || !maybeTxPrefix(text, true) {
+		return "", m, err
+	}
+	prefix, rest := splitTxPrefix(string(text))
+	if prefix == "" {
+		return "", m, nil
+	}
+	pm, err := s.parseMarker([]byte(rest))
+	if err != nil {
+		return "", m, err
+	}
+	if pm.Kind != MarkerNone && pm.invalid == nil {
+		return prefix, pm, nil
+	}
+	return "", m, nil
+}
+
+// parseAsk is the decision on a whole Parse body that mightAsk did not
+// clear, made alike by both relays: m is MarkerNone for plain SQL. A
+// malformed body is an ErrProtocol error.
+func (s *session) parseAsk(body []byte) (name string, m Marker, tail []byte, err error) {
+	name, query, tail, err := splitParse(body)
+	if err != nil {
+		return "", Marker{}, nil, err
 	}
 	m, err = s.parseMarker([]byte(query))
-	return msg, name, m, tail, err
+	return name, m, tail, err
 }
 
 // parseMarker reads statement text in the client's encoding; a marker's
@@ -127,21 +171,6 @@ func (s *session) parseMarker(text []byte) (Marker, error) {
 	return findAskFunc(utf), nil
 }
 
-// mayAskFunc peeks at a whole Query or Parse message of n bytes and says
-// whether it may hold the table-function form. A message longer than the
-// read buffer cannot be looked at in place: it takes the slow path, read
-// whole.
-func (s *session) mayAskFunc(n int) bool {
-	if 5+n > s.cr.Size() {
-		return true
-	}
-	b, err := s.cr.Peek(5 + n)
-	if err != nil {
-		return true // the slow path reports it
-	}
-	return mayHoldAskFunc(b[5:])
-}
-
 // askQuery answers a simple-protocol marker statement.
 func (s *session) askQuery(m Marker, msg []byte) error {
 	ok, err := s.settleBatch()
@@ -160,21 +189,6 @@ func (s *session) askQuery(m Marker, msg []byte) error {
 		return err
 	}
 	return s.answerQuery(tx, &askStmt{stmt: tr.Statement, timeout: tr.Timeout, rows: tr.Rows})
-}
-
-// askAfterTxPrefix finds an ask after leading transaction-control
-// statements in a Query's text (see splitTxPrefix).
-func (s *session) askAfterTxPrefix(msg []byte) (prefix string, m Marker, err error) {
-	text := msg[5 : len(msg)-1]
-	if !maybeTxPrefix(text, true) {
-		return "", Marker{}, nil
-	}
-	prefix, rest := splitTxPrefix(string(text))
-	if prefix == "" {
-		return "", Marker{}, nil
-	}
-	m, err = s.parseMarker([]byte(rest))
-	return prefix, m, err
 }
 
 // askQueryAfter answers a Query of transaction-control statements and then

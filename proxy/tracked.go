@@ -104,21 +104,18 @@ func (s *session) maybeUntrack() {
 }
 
 func (s *session) trackedQuery(n int) error {
-	msg, m, err := s.readQuery(n)
+	msg, err := s.readQuery(n)
 	if err != nil {
 		return err
 	}
-	if m.Kind != MarkerNone && m.invalid == nil {
-		return s.askQuery(m, msg)
-	}
-	if prefix, pm, err := s.askAfterTxPrefix(msg); err != nil || (pm.Kind != MarkerNone && pm.invalid == nil) {
-		if err != nil {
-			return err
-		}
-		return s.askQueryAfter(prefix, pm, msg)
-	}
-	if m.Kind != MarkerNone {
-		return s.askQuery(m, msg) // a misused table function: its error
+	prefix, m, err := s.queryAsk(msg[5 : len(msg)-1])
+	switch {
+	case err != nil:
+		return err
+	case prefix != "":
+		return s.askQueryAfter(prefix, m, msg)
+	case m.Kind != MarkerNone:
+		return s.askQuery(m, msg) // a misused table function too: its error
 	}
 	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
@@ -140,7 +137,11 @@ func (s *session) trackedQuery(n int) error {
 }
 
 func (s *session) trackedParse(n int) error {
-	msg, name, m, tail, err := s.readParse(n)
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	name, m, tail, err := s.readParse(msg)
 	if err != nil {
 		return err
 	}
