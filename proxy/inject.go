@@ -28,7 +28,7 @@ const (
 // rows, never as SQL; a statement runs sealed in the read-only scope.
 func (s *session) answerQuery(tx byte, st *askStmt) error {
 	// A simple Query drops the unnamed statement and portal, here too.
-	delete(s.stmts, "")
+	delete(s.cl.stmts, "")
 	if st.rows != nil {
 		out := s.rowDescription(st.rows, nil)
 		out = append(out, s.dataRows(st.rows, 0, len(st.rows.Rows))...)
@@ -40,8 +40,8 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 	if err != nil {
 		return s.failQuery(translatorError(err))
 	}
-	s.batchOpen = false
-	delete(s.portals, "")
+	s.cl.batchOpen = false
+	delete(s.cl.portals, "")
 	drop := expect{msg: 'C', act: actDrop}
 	s.send(drop, closeMsg('P', ""))
 	s.send(drop, closeMsg('S', ""))
@@ -60,7 +60,7 @@ func (s *session) prepareOwn(st *askStmt) {
 	drop := expect{act: actDrop}
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
 	s.send(withMsg(drop, 'P'), parseMsg(ownName, st.stmt.SQL(), st.tail))
-	s.ownLive = true
+	s.cl.ownLive = true
 }
 
 // bindOwn binds the proxy's own portal as the client bound p (see
@@ -83,16 +83,16 @@ func (s *session) closeOwn() {
 // that outside the ask path. The Closes form a batch of their own, after
 // the Sync, so no error before them can make the server skip them.
 func (s *session) dropOwn() {
-	if !s.ownLive {
+	if !s.cl.ownLive {
 		return
 	}
-	s.ownLive = false
+	s.cl.ownLive = false
 	drop := expect{msg: 'C', act: actDrop}
 	s.send(drop, closeMsg('P', ownName))
 	s.send(drop, closeMsg('S', ownName))
 	s.replies.push(expect{msg: 'S', act: actDrop})
 	s.sent()
-	_, _ = s.uw.Write(syncMsg)
+	_, _ = s.cl.uw.Write(syncMsg)
 }
 
 // injectAll sends the proxy's own statements (scope SQL); their replies are
@@ -107,7 +107,7 @@ func (s *session) injectAll(sqls []string, k *sink) {
 // statement and portal (never the client's unnamed ones), closing any left
 // from a batch an error cut short.
 func (s *session) inject(sql string, k *sink) {
-	s.ownLive = true
+	s.cl.ownLive = true
 	drop := expect{act: actDrop, sink: k}
 	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
@@ -120,7 +120,7 @@ func (s *session) inject(sql string, k *sink) {
 // reaches the server — described and executed with act (relay to the
 // client, or capture into k), at most maxRows rows (0: all).
 func (s *session) injectStatement(stmt guard.Statement, act replyAct, k *sink, maxRows int) {
-	s.ownLive = true
+	s.cl.ownLive = true
 	drop := expect{act: actDrop, sink: k}
 	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
 	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
@@ -134,14 +134,14 @@ func (s *session) injectStatement(stmt guard.Statement, act replyAct, k *sink, m
 func (s *session) sync(act replyAct, k *sink) {
 	s.replies.push(expect{msg: 'S', act: act, sink: k})
 	s.sent()
-	_, _ = s.uw.Write(syncMsg)
+	_, _ = s.cl.uw.Write(syncMsg)
 	s.dropOwn()
 }
 
 // send queues e and writes msg upstream; a write error surfaces at Flush.
 func (s *session) send(e expect, msg []byte) {
 	s.replies.push(e)
-	_, _ = s.uw.Write(msg)
+	_, _ = s.cl.uw.Write(msg)
 }
 
 func withMsg(e expect, msg byte) expect {

@@ -26,8 +26,8 @@ func (s *session) clientQuery(n int) error {
 	}
 	if !mightAsk('Q', body, complete) {
 		s.sent()
-		s.batchOpen = false
-		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		s.cl.batchOpen = false
+		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	msg, err := s.readQuery(n)
 	if err != nil {
@@ -39,8 +39,8 @@ func (s *session) clientQuery(n int) error {
 		return err
 	case m.Kind == MarkerNone:
 		s.sent()
-		s.batchOpen = false
-		_, err := s.uw.Write(msg)
+		s.cl.batchOpen = false
+		_, err := s.cl.uw.Write(msg)
 		return err
 	case prefix != "":
 		return s.askQueryAfter(prefix, m, msg)
@@ -55,8 +55,8 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	if !mightAsk('P', body, complete) {
-		s.batchOpen = true
-		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		s.cl.batchOpen = true
+		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	msg, err := s.readMsg(n)
 	if err != nil {
@@ -67,8 +67,8 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	if m.Kind == MarkerNone {
-		s.batchOpen = true
-		_, err := s.uw.Write(msg)
+		s.cl.batchOpen = true
+		_, err := s.cl.uw.Write(msg)
 		return err
 	}
 	return s.askParse(m, msg, name, tail)
@@ -78,12 +78,12 @@ func (s *session) clientParse(n int) error {
 // read buffer, leaving it there: whole when it fits the buffer, else its
 // first bytes (complete false), which is all mightAsk needs of it.
 func (s *session) peekBody(n int) (body []byte, complete bool, err error) {
-	complete = 5+n <= s.cr.Size()
+	complete = 5+n <= s.cl.cr.Size()
 	k := n
 	if !complete {
 		k = min(n, mightAskPrefix)
 	}
-	b, err := s.cr.Peek(5 + k)
+	b, err := s.cl.cr.Peek(5 + k)
 	if err != nil {
 		return nil, false, err
 	}
@@ -180,7 +180,7 @@ func (s *session) askQuery(m Marker, msg []byte) error {
 	if err != nil || !ok {
 		return err
 	}
-	tx := s.currentTx()
+	tx := s.sh.tx()
 	tr, perr := s.ask(m)
 	if perr != nil {
 		return s.failQuery(perr)
@@ -205,18 +205,18 @@ func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
 	}
 	s.replies.push(expect{msg: 'Q', act: actRelayBody})
 	s.sent()
-	s.batchOpen = false
-	if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+	s.cl.batchOpen = false
+	if _, err := s.cl.uw.Write(queryMsg(prefix)); err != nil {
 		return err
 	}
-	if err := s.uw.Flush(); err != nil {
+	if err := s.cl.uw.Flush(); err != nil {
 		return err
 	}
-	if err := s.waitIdle(); err != nil {
+	if err := s.sh.waitIdle(); err != nil {
 		return err
 	}
-	if s.unitFailed() {
-		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+	if s.sh.unitFailed() {
+		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.sh.tx()})
 	}
 	return s.askQuery(m, msg)
 }
@@ -226,8 +226,8 @@ func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
 // askStmt), and its every Execute runs in a read-only scope (see
 // trackedBind).
 func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error {
-	if name != "" && s.stmts[name] != nil {
-		s.batchOpen = true
+	if name != "" && s.cl.stmts[name] != nil {
+		s.cl.batchOpen = true
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
 	ok, err := s.settleBatch()
@@ -237,7 +237,7 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 	if err != nil || !ok {
 		return err
 	}
-	s.batchOpen = true
+	s.cl.batchOpen = true
 	if name != "" {
 		if perr, err := s.nameTaken(name); err != nil || perr != nil {
 			if err != nil {
@@ -257,7 +257,7 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 		// The client's unnamed statement upstream is replaced, as by a Parse.
 		s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ""))
 	}
-	s.stmts[name] = &askStmt{stmt: tr.Statement, tail: append([]byte(nil), tail...), timeout: tr.Timeout, rows: tr.Rows}
+	s.cl.stmts[name] = &askStmt{stmt: tr.Statement, tail: append([]byte(nil), tail...), timeout: tr.Timeout, rows: tr.Rows}
 	return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
 }
 
@@ -271,7 +271,7 @@ func (s *session) nameTaken(name string) (*PgError, error) {
 	s.send(expect{msg: 'P', act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
 	s.send(expect{msg: 'C', act: actDrop, sink: k}, closeMsg('S', name))
 	s.sync(actDrop, k)
-	if err := s.uw.Flush(); err != nil {
+	if err := s.cl.uw.Flush(); err != nil {
 		return nil, err
 	}
 	select {
@@ -363,29 +363,9 @@ func translatorError(err error) *PgError {
 func (s *session) translate(m Marker) (Translation, error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	s.mu.Lock()
-	s.translating = true
-	s.cancelTr = cancel
-	tx := s.txStatus
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.translating = false
-		s.cancelTr = nil
-		s.mu.Unlock()
-	}()
+	tx := s.sh.startTranslation(cancel)
+	defer s.sh.endTranslation()
 	return s.srv.Translator.Translate(ctx, TranslateRequest{
 		Marker: m, Database: s.database, User: s.user, TxStatus: tx, ClientEncoding: s.encoding(), Exec: &executor{s: s},
 	})
-}
-
-// cancelTranslation aborts a running translation (client CancelRequest).
-func (s *session) cancelTranslation() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancelTr != nil {
-		s.cancelTr()
-		return true
-	}
-	return false
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/zap"
@@ -70,8 +69,8 @@ func TestEntryDecisionBothRelays(t *testing.T) {
 // server, having written nothing of the client's message upstream.
 func entrySession(msg []byte, up *bytes.Buffer) *session {
 	s := newEntrySession()
-	s.cr = bufio.NewReaderSize(bytes.NewReader(msg), bufSize)
-	s.uw = newOutBuf(up, bufSize)
+	s.cl.cr = bufio.NewReaderSize(bytes.NewReader(msg), bufSize)
+	s.cl.uw = newOutBuf(up, bufSize)
 	return s
 }
 
@@ -87,7 +86,7 @@ func relayedPlainByGoroutines(t *testing.T, msg []byte) bool {
 	} else {
 		err = s.clientParse(n)
 	}
-	if ferr := s.uw.Flush(); ferr != nil {
+	if ferr := s.cl.uw.Flush(); ferr != nil {
 		t.Fatal(ferr)
 	}
 	if err != nil && err != errQuiet {
@@ -118,8 +117,10 @@ func keptByLoop(t *testing.T, typ byte, n int, msg []byte) bool {
 
 // newEntrySession is a session after its handshake, closing (see entrySession).
 func newEntrySession() *session {
-	s := &session{srv: &Server{}, log: zap.NewNop(), maxMsg: 1 << 30, txStatus: 'I', closing: true,
-		stmts: map[string]*askStmt{}, portals: map[string]*askPortal{}}
-	s.cond = sync.NewCond(&s.mu)
+	s := &session{srv: &Server{}, log: zap.NewNop(), maxMsg: 1 << 30,
+		cl: clientSide{stmts: map[string]*askStmt{}, portals: map[string]*askPortal{}}}
+	s.sh.init()
+	s.sh.txStatus = 'I'
+	s.sh.setClosing()
 	return s
 }

@@ -54,10 +54,10 @@ type askPortal struct {
 // trackedRequest handles one client message while an ask is in play.
 func (s *session) trackedRequest(typ byte, n int) error {
 	s.applyDiscard()
-	if s.skipBatch && typ != 'S' && typ != 'X' {
+	if s.cl.skipBatch && typ != 'S' && typ != 'X' {
 		// The batch before an ask failed (found when the proxy synced it):
 		// the server would skip the rest of it, so the proxy does.
-		_, err := s.cr.Discard(5 + n)
+		_, err := s.cl.cr.Discard(5 + n)
 		return err
 	}
 	var err error
@@ -75,18 +75,18 @@ func (s *session) trackedRequest(typ byte, n int) error {
 	case 'C':
 		err = s.trackedClose(n)
 	case 'S', 'F':
-		s.skipBatch = false
-		s.batchOpen = false
+		s.cl.skipBatch = false
+		s.cl.batchOpen = false
 		s.replies.push(expect{msg: typ, act: actRelay})
 		s.sent()
-		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 		if typ == 'S' {
 			s.dropOwn()
 		}
 	case 'X':
 		return s.terminate(n)
 	default: // Flush, COPY data: no reply of their own
-		err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	if err != nil {
 		return err
@@ -98,8 +98,8 @@ func (s *session) trackedRequest(typ byte, n int) error {
 // maybeUntrack returns to the plain relay once no ask statement is left
 // and no reply is outstanding.
 func (s *session) maybeUntrack() {
-	if len(s.stmts) == 0 && len(s.portals) == 0 && !s.batchOpen && s.replies.empty() {
-		s.tracked.Store(false)
+	if len(s.cl.stmts) == 0 && len(s.cl.portals) == 0 && !s.cl.batchOpen && s.replies.empty() {
+		s.sig.tracked.Store(false)
 	}
 }
 
@@ -121,18 +121,18 @@ func (s *session) trackedQuery(n int) error {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
 			return err
 		}
-	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.stmts[name] != nil && name != "" {
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.cl.stmts[name] != nil && name != "" {
 		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
 			return err
 		}
 	}
 	// A simple Query drops the unnamed statement and portal.
-	delete(s.stmts, "")
-	delete(s.portals, "")
+	delete(s.cl.stmts, "")
+	delete(s.cl.portals, "")
 	s.replies.push(expect{msg: 'Q', act: actRelay})
 	s.sent()
-	s.batchOpen = false
-	_, err = s.uw.Write(msg)
+	s.cl.batchOpen = false
+	_, err = s.cl.uw.Write(msg)
 	return err
 }
 
@@ -148,13 +148,13 @@ func (s *session) trackedParse(n int) error {
 	if m.Kind != MarkerNone {
 		return s.askParse(m, msg, name, tail)
 	}
-	s.batchOpen = true
-	if name != "" && s.stmts[name] != nil {
+	s.cl.batchOpen = true
+	if name != "" && s.cl.stmts[name] != nil {
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
-	delete(s.stmts, name)
+	delete(s.cl.stmts, name)
 	s.replies.push(expect{msg: 'P', act: actRelay})
-	_, err = s.uw.Write(msg)
+	_, err = s.cl.uw.Write(msg)
 	return err
 }
 
@@ -167,22 +167,22 @@ func (s *session) trackedBind(n int) error {
 	if err := b.Decode(msg[5:]); err != nil {
 		return s.fatal("08P01", "nlproxy: malformed Bind message")
 	}
-	st := s.stmts[b.PreparedStatement]
+	st := s.cl.stmts[b.PreparedStatement]
 	if st == nil || st.rows != nil {
-		s.batchOpen = true
+		s.cl.batchOpen = true
 	}
 	switch {
 	case st == nil:
 		if b.DestinationPortal == "" {
 			// The unnamed portal is replaced; a named one that exists
 			// stays, the Bind failing (42P03), so its entry stays too.
-			delete(s.portals, "")
+			delete(s.cl.portals, "")
 		}
 		s.replies.push(expect{msg: 'B', act: actRelay})
-		_, err = s.uw.Write(msg)
+		_, err = s.cl.uw.Write(msg)
 		return err
 	case st.rows != nil:
-		s.portals[b.DestinationPortal] = &askPortal{stmt: st, formats: append([]int16(nil), b.ResultFormatCodes...)}
+		s.cl.portals[b.DestinationPortal] = &askPortal{stmt: st, formats: append([]int16(nil), b.ResultFormatCodes...)}
 		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
 	}
 	// Running generated SQL starts here: the transaction state must be
@@ -194,9 +194,9 @@ func (s *session) trackedBind(n int) error {
 	if err != nil || !ok {
 		return err
 	}
-	s.batchOpen = true
+	s.cl.batchOpen = true
 	p := &askPortal{stmt: st}
-	switch tx := s.currentTx(); tx {
+	switch tx := s.sh.tx(); tx {
 	case 'I':
 		scope, err := guard.RunScope(pg.TxIdle, st.timeout)
 		if err != nil {
@@ -206,15 +206,15 @@ func (s *session) trackedBind(n int) error {
 	case 'T':
 		p.perExecute = true
 		p.bind = &b
-		s.portals[b.DestinationPortal] = p
+		s.cl.portals[b.DestinationPortal] = p
 		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
 	default: // failed transaction: the server refuses the Bind itself
 	}
-	s.portals[b.DestinationPortal] = p
+	s.cl.portals[b.DestinationPortal] = p
 	s.prepareOwn(st)
 	b.PreparedStatement = ownName
 	s.replies.push(expect{msg: 'B', act: actRelay})
-	if _, err := s.uw.Write(mustEncode(&b)); err != nil {
+	if _, err := s.cl.uw.Write(mustEncode(&b)); err != nil {
 		return err
 	}
 	s.closeOwn() // the portal keeps its plan
@@ -230,10 +230,10 @@ func (s *session) trackedDescribe(n int) error {
 	if err := d.Decode(msg[5:]); err != nil {
 		return s.fatal("08P01", "nlproxy: malformed Describe message")
 	}
-	s.batchOpen = true
+	s.cl.batchOpen = true
 	switch {
-	case d.ObjectType == 'S' && s.stmts[d.Name] != nil:
-		st := s.stmts[d.Name]
+	case d.ObjectType == 'S' && s.cl.stmts[d.Name] != nil:
+		st := s.cl.stmts[d.Name]
 		if st.rows != nil {
 			out := mustEncode(&pgproto3.ParameterDescription{})
 			return s.placeholderReply(append(out, s.rowDescription(st.rows, nil)...))
@@ -241,19 +241,19 @@ func (s *session) trackedDescribe(n int) error {
 		s.prepareOwn(st)
 		d.Name = ownName
 		s.replies.push(expect{msg: 'D', act: actRelay})
-		if _, err := s.uw.Write(mustEncode(&d)); err != nil {
+		if _, err := s.cl.uw.Write(mustEncode(&d)); err != nil {
 			return err
 		}
 		s.closeOwn()
 		return nil
-	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].stmt.rows != nil:
-		p := s.portals[d.Name]
+	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].stmt.rows != nil:
+		p := s.cl.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
-	case d.ObjectType == 'P' && s.portals[d.Name] != nil && s.portals[d.Name].bind != nil:
+	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].bind != nil:
 		// Described from the proxy's own portal, bound and closed for it,
 		// inside a read-only, pinned savepoint: binding plans the statement,
 		// and planning may evaluate functions.
-		p := s.portals[d.Name]
+		p := s.cl.portals[d.Name]
 		scope, err := guard.RunScope(pg.TxInTx, p.stmt.timeout)
 		if err != nil {
 			return err
@@ -261,7 +261,7 @@ func (s *session) trackedDescribe(n int) error {
 		s.injectAll(scope.Enter, nil)
 		s.bindOwn(p)
 		s.replies.push(expect{msg: 'D', act: actRelay})
-		if _, err := s.uw.Write(describeMsg('P', ownName)); err != nil {
+		if _, err := s.cl.uw.Write(describeMsg('P', ownName)); err != nil {
 			return err
 		}
 		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
@@ -269,7 +269,7 @@ func (s *session) trackedDescribe(n int) error {
 		return nil
 	}
 	s.replies.push(expect{msg: 'D', act: actRelay})
-	_, err = s.uw.Write(msg)
+	_, err = s.cl.uw.Write(msg)
 	return err
 }
 
@@ -282,8 +282,8 @@ func (s *session) trackedExecute(n int) error {
 	if err := e.Decode(msg[5:]); err != nil {
 		return s.fatal("08P01", "nlproxy: malformed Execute message")
 	}
-	s.batchOpen = true
-	p := s.portals[e.Portal]
+	s.cl.batchOpen = true
+	p := s.cl.portals[e.Portal]
 	switch {
 	case p != nil && p.stmt.rows != nil:
 		return s.placeholderReply(s.emulatedRows(p, int(e.MaxRows)))
@@ -308,7 +308,7 @@ func (s *session) trackedExecute(n int) error {
 			msg = executeMsg(ownName, 0)
 		}
 		s.replies.push(expect{msg: 'E', act: actRelay})
-		if _, err := s.uw.Write(msg); err != nil {
+		if _, err := s.cl.uw.Write(msg); err != nil {
 			return err
 		}
 		if p.bind != nil {
@@ -318,7 +318,7 @@ func (s *session) trackedExecute(n int) error {
 		return nil
 	}
 	s.replies.push(expect{msg: 'E', act: actRelay})
-	_, err = s.uw.Write(msg)
+	_, err = s.cl.uw.Write(msg)
 	return err
 }
 
@@ -331,29 +331,29 @@ func (s *session) trackedClose(n int) error {
 	if err := c.Decode(msg[5:]); err != nil {
 		return s.fatal("08P01", "nlproxy: malformed Close message")
 	}
-	s.batchOpen = true
+	s.cl.batchOpen = true
 	switch c.ObjectType {
 	case 'S':
-		if st := s.stmts[c.Name]; st != nil {
-			delete(s.stmts, c.Name) // nothing of it is upstream
+		if st := s.cl.stmts[c.Name]; st != nil {
+			delete(s.cl.stmts, c.Name) // nothing of it is upstream
 			return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 		}
 	case 'P':
-		if p := s.portals[c.Name]; p != nil {
-			delete(s.portals, c.Name)
+		if p := s.cl.portals[c.Name]; p != nil {
+			delete(s.cl.portals, c.Name)
 			if p.stmt.rows != nil || p.bind != nil { // not upstream
 				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 			}
 		}
 	}
 	s.replies.push(expect{msg: 'C', act: actRelay})
-	_, err = s.uw.Write(msg)
+	_, err = s.cl.uw.Write(msg)
 	return err
 }
 
 func (s *session) readMsg(n int) ([]byte, error) {
 	msg := make([]byte, 5+n)
-	_, err := io.ReadFull(s.cr, msg)
+	_, err := io.ReadFull(s.cl.cr, msg)
 	return msg, err
 }
 
@@ -366,24 +366,24 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 		// The server answers; its tag says whether the asks went too
 		// (noteDiscard), and the client's next message must find the
 		// table as the server left it.
-		delete(s.stmts, "")
-		delete(s.portals, "")
+		delete(s.cl.stmts, "")
+		delete(s.cl.portals, "")
 		s.replies.push(expect{msg: 'Q', act: actRelay})
 		s.sent()
-		s.batchOpen = false
-		if _, err := s.uw.Write(msg); err != nil {
+		s.cl.batchOpen = false
+		if _, err := s.cl.uw.Write(msg); err != nil {
 			return true, err
 		}
-		if err := s.uw.Flush(); err != nil {
+		if err := s.cl.uw.Flush(); err != nil {
 			return true, err
 		}
-		if err := s.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
+		if err := s.sh.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
 			return true, err
 		}
 		s.applyDiscard()
 		return true, nil
 	}
-	st := s.stmts[lc.name]
+	st := s.cl.stmts[lc.name]
 	if st == nil || lc.name == "" {
 		return false, nil
 	}
@@ -394,13 +394,13 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 	if err != nil || !ok {
 		return true, err
 	}
-	tx := s.currentTx()
+	tx := s.sh.tx()
 	if tx == 'E' {
 		return false, nil // refused like any statement there (25P02)
 	}
 	switch lc.kind {
 	case lcDeallocate:
-		delete(s.stmts, lc.name)
+		delete(s.cl.stmts, lc.name)
 		return true, s.synthQuery(mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")}))
 	case lcPrepare:
 		return true, s.failQuery(duplicateStatement(lc.name))
@@ -423,26 +423,26 @@ func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err 
 	if err != nil || !ok {
 		return true, err
 	}
-	if s.currentTx() == 'E' {
+	if s.sh.tx() == 'E' {
 		return false, nil // refused like any statement there (25P02)
 	}
 	if prefix != "" {
 		s.replies.push(expect{msg: 'Q', act: actRelayBody})
 		s.sent()
-		if _, err := s.uw.Write(queryMsg(prefix)); err != nil {
+		if _, err := s.cl.uw.Write(queryMsg(prefix)); err != nil {
 			return true, err
 		}
-		if err := s.uw.Flush(); err != nil {
+		if err := s.cl.uw.Flush(); err != nil {
 			return true, err
 		}
-		if err := s.waitIdle(); err != nil {
+		if err := s.sh.waitIdle(); err != nil {
 			return true, err
 		}
-		if s.unitFailed() {
-			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.currentTx()})
+		if s.sh.unitFailed() {
+			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.sh.tx()})
 		}
 	}
-	delete(s.stmts, name)
+	delete(s.cl.stmts, name)
 	tag := mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
 	if strings.TrimSpace(suffix) == "" {
 		return true, s.synthQuery(tag)
@@ -452,20 +452,20 @@ func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err 
 	}
 	s.replies.push(expect{msg: 'Q', act: actRelay})
 	s.sent()
-	s.batchOpen = false
-	_, err = s.uw.Write(queryMsg(suffix))
+	s.cl.batchOpen = false
+	_, err = s.cl.uw.Write(queryMsg(suffix))
 	return true, err
 }
 
 // applyDiscard empties the table after the server dropped every prepared
 // statement (DEALLOCATE ALL) or, with DISCARD ALL, every portal too.
 func (s *session) applyDiscard() {
-	switch s.discarded.Swap(0) {
+	switch s.sig.discarded.Swap(0) {
 	case discardAll:
-		clear(s.portals)
-		clear(s.stmts)
+		clear(s.cl.portals)
+		clear(s.cl.stmts)
 	case deallocateAll:
-		clear(s.stmts)
+		clear(s.cl.stmts)
 	}
 }
 
@@ -474,8 +474,8 @@ func (s *session) applyDiscard() {
 func (s *session) synthQuery(reply []byte) error {
 	s.replies.push(expect{msg: 'Q', act: actSynth, synth: reply})
 	s.sent()
-	s.batchOpen = false
-	_, err := s.uw.Write(queryMsg(""))
+	s.cl.batchOpen = false
+	_, err := s.cl.uw.Write(queryMsg(""))
 	return err
 }
 
@@ -486,31 +486,31 @@ func (s *session) synthQuery(reply []byte) error {
 // failed: the server would skip the rest of it, ask included, and so does
 // the proxy until the client's Sync.
 func (s *session) settleBatch() (ok bool, err error) {
-	split := s.batchOpen
+	split := s.cl.batchOpen
 	if split {
-		if s.tracked.Load() {
+		if s.sig.tracked.Load() {
 			s.sync(actDrop, nil)
 		} else {
-			s.swallowZ.Add(1)
+			s.sig.swallowZ.Add(1)
 			s.sent()
-			if _, err := s.uw.Write(syncMsg); err != nil {
+			if _, err := s.cl.uw.Write(syncMsg); err != nil {
 				return false, err
 			}
 		}
-		s.batchOpen = false
+		s.cl.batchOpen = false
 	}
-	if err := s.uw.Flush(); err != nil {
+	if err := s.cl.uw.Flush(); err != nil {
 		return false, err
 	}
-	if err := s.waitIdle(); err != nil {
+	if err := s.sh.waitIdle(); err != nil {
 		return false, err
 	}
-	if split && s.unitFailed() {
-		s.skipBatch = true
-		s.tracked.Store(true)
+	if split && s.sh.unitFailed() {
+		s.cl.skipBatch = true
+		s.sig.tracked.Store(true)
 		return false, nil
 	}
-	s.tracked.Store(true)
+	s.sig.tracked.Store(true)
 	return true, nil
 }
 
@@ -521,14 +521,14 @@ var errCopyIn = errors.New("proxy: upstream is in COPY FROM STDIN")
 
 // passMarker forwards a message as the client sent it (see errCopyIn).
 func (s *session) passMarker(typ byte, msg []byte) error {
-	if s.tracked.Load() {
+	if s.sig.tracked.Load() {
 		s.replies.push(expect{msg: typ, act: actRelay})
 	}
 	if typ == 'Q' {
 		s.sent()
-		s.batchOpen = false
+		s.cl.batchOpen = false
 	}
-	_, err := s.uw.Write(msg)
+	_, err := s.cl.uw.Write(msg)
 	if typ == 'Q' {
 	}
 	return err
@@ -540,8 +540,8 @@ func (s *session) passMarker(typ byte, msg []byte) error {
 func (s *session) failQuery(e *PgError) error {
 	s.replies.push(expect{msg: 'Q', act: actRelay, sentinel: e})
 	s.sent()
-	s.batchOpen = false
-	_, err := s.uw.Write(queryMsg(sentinelSQL))
+	s.cl.batchOpen = false
+	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
 	return err
 }
 
@@ -549,7 +549,7 @@ func (s *session) failQuery(e *PgError) error {
 // the batch, as it would after any failed Parse.
 func (s *session) failParse(name string, tail []byte, e *PgError) error {
 	s.replies.push(expect{msg: 'P', act: actRelay, sentinel: e})
-	_, err := s.uw.Write(parseMsg(name, sentinelSQL, tail))
+	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
 	return err
 }
 
@@ -557,33 +557,10 @@ func (s *session) failParse(name string, tail []byte, e *PgError) error {
 // place in the stream (see actSynth).
 func (s *session) placeholderReply(reply []byte) error {
 	s.replies.push(expect{msg: 'C', act: actSynth, synth: reply})
-	_, err := s.uw.Write(closeMsg('S', placeholder))
+	_, err := s.cl.uw.Write(closeMsg('S', placeholder))
 	return err
 }
 
 func duplicateStatement(name string) *PgError {
 	return &PgError{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
-}
-
-// waitIdle waits until every request sent upstream has been answered, or
-// until the server waits for the client's COPY data (errCopyIn).
-func (s *session) waitIdle() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.unitsDone != s.unitsSent && !s.closing && !s.copyIn {
-		s.cond.Wait()
-	}
-	switch {
-	case s.closing:
-		return errQuiet
-	case s.copyIn:
-		return errCopyIn
-	}
-	return nil
-}
-
-func (s *session) unitFailed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastUnitFailed
 }
