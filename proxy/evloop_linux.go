@@ -37,6 +37,15 @@ import (
 // back to the session's goroutine with what was read but not yet passed on,
 // and the goroutine relay (or its close and error paths) carries on exactly
 // as if it had relayed from the start.
+//
+// Ownership (see session): while a session is on the loop, the loop's one
+// goroutine is both its client side and its server side. It alone touches
+// s.cl and s.sv, doing for each message what clientLoop and serverLoop do
+// (clientMsg and serverMsg; the Query/Parse entry decision is the same
+// mightAsk/queryAsk/parseAsk); the session's goroutine waits in loopRelay
+// meanwhile, having emptied its readers into the loop's pipes. Shared state
+// goes through s.sh and s.sig as on goroutines. The hand-back on ls.done
+// orders everything the loop wrote before the goroutine relay starts.
 
 // loopKind says why a session left the loop.
 type loopKind uint8
@@ -73,7 +82,8 @@ func (pp *pipe) compact() {
 	pp.r = 0
 }
 
-// loopSess is a session while the loop relays it (loop goroutine only).
+// loopSess is a session while the loop relays it (loop goroutine only, as
+// are the session's cl and sv meanwhile).
 type loopSess struct {
 	s        *session
 	cfd, ufd int  // duplicates of the session's sockets, owned by the loop
