@@ -741,7 +741,7 @@ func (s *session) loopRelay() bool {
 	ls.u.w, _ = s.sv.ur.Read(ls.u.buf[:s.sv.ur.Buffered()])
 	// The goroutine relay's read buffers and upstream writer sit unused
 	// while the loop relays: let them go (afterLoop makes what is needed
-	// again). cw stays: sendClient (drain) may use it under cwMu.
+	// again). cw stays: sendClient (drain) may use it under its lock.
 	s.cl.cr, s.sv.ur, s.cl.uw = nil, nil, nil
 
 	s.sh.setLoopDrain(func() { l.post(loopReq{ls, opDrain}) })

@@ -302,7 +302,7 @@ func (s *session) noteDiscard(tag []byte) {
 	}
 }
 
-// Values of session.discarded.
+// Values of sideSignals.discarded.
 const (
 	deallocateAll = 1 + iota
 	discardAll
