@@ -120,7 +120,6 @@ func newEntrySession() *session {
 	s := &session{srv: &Server{}, log: zap.NewNop(), maxMsg: 1 << 30,
 		cl: clientSide{stmts: map[string]*askStmt{}, portals: map[string]*askPortal{}}}
 	s.sh.init()
-	s.sh.txStatus = 'I'
 	s.sh.setClosing()
 	return s
 }

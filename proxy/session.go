@@ -146,7 +146,6 @@ func newSession(srv *Server, conn net.Conn) *session {
 		cw: clientWriter{Writer: bufio.NewWriterSize(cc, bufSize)},
 	}
 	s.sh.init()
-	s.sh.txStatus = 'I'
 	// The per-client limit on asks counts by host; a Unix socket is one host.
 	s.clientHost = addr
 	if host, _, err := net.SplitHostPort(addr); err == nil {

@@ -44,7 +44,11 @@ type shared struct {
 	cancelTr    context.CancelFunc
 }
 
-func (sh *shared) init() { sh.cond = sync.NewCond(&sh.mu) }
+// init readies a new session's state: idle until the server says otherwise.
+func (sh *shared) init() {
+	sh.cond = sync.NewCond(&sh.mu)
+	sh.txStatus = 'I'
+}
 
 // ---- handshake ----
 
