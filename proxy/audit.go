@@ -56,9 +56,7 @@ func (s *session) auditStartupFailure(err error) {
 }
 
 func (s *session) auditReady() {
-	s.mu.Lock()
-	pid := s.realPID
-	s.mu.Unlock()
+	pid, _ := s.sh.backendKey()
 	s.log.Info("session ready", zap.Bool("tls", s.clientTLS), zap.Uint32("backend_pid", pid),
 		zap.String("upstream", s.route.Address))
 }
@@ -95,9 +93,7 @@ func (r *AskRecord) Outcome() string {
 
 // reportAsk hands a settled ask to Server.OnAsk.
 func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *PgError) {
-	s.mu.Lock()
-	pid := s.realPID
-	s.mu.Unlock()
+	pid, _ := s.sh.backendKey()
 	rec := &AskRecord{
 		Time: start, Duration: time.Since(start), User: s.user, Database: s.database, Client: s.clientAddr,
 		BackendPID: pid, Kind: m.Kind, Question: m.Question, Err: perr,

@@ -42,7 +42,7 @@ func (s *session) bigAskLimit() int {
 // with 54000, as the translator would have failed it; handled is false for
 // any other statement, which takes the normal path.
 func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
-	hdr, err := s.cr.Peek(5 + min(n, bigAskPrefix))
+	hdr, err := s.cl.cr.Peek(5 + min(n, bigAskPrefix))
 	if err != nil {
 		return false, err
 	}
@@ -67,10 +67,10 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 	start := time.Now()
 	var tail []byte
 	if typ == 'Q' {
-		if _, err := s.cr.Discard(5 + n); err != nil {
+		if _, err := s.cl.cr.Discard(5 + n); err != nil {
 			return true, err
 		}
-	} else if tail, err = discardParse(s.cr, n); err != nil {
+	} else if tail, err = discardParse(s.cl.cr, n); err != nil {
 		if errors.Is(err, ErrProtocol) {
 			return true, s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 		}
@@ -93,7 +93,7 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 	if typ == 'Q' {
 		return true, s.failQuery(perr)
 	}
-	s.batchOpen = true
+	s.cl.batchOpen = true
 	return true, s.failParse(name, tail, perr)
 }
 

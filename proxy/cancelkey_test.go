@@ -88,9 +88,8 @@ func TestClientSeesRealPID(t *testing.T) {
 	if sess == nil {
 		t.Fatal("no session registered")
 	}
-	sess.mu.Lock()
-	realPID, realSecret := sess.realPID, append([]byte(nil), sess.realSecret...)
-	sess.mu.Unlock()
+	realPID, secret := sess.sh.backendKey()
+	realSecret := append([]byte(nil), secret...)
 	if realPID != pid || len(realSecret) != len(clientSecret) {
 		t.Fatalf("session holds pid %d secret %x; client has pid %d secret %x", realPID, realSecret, pid, clientSecret)
 	}

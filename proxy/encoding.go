@@ -41,9 +41,7 @@ var clientEncodings = map[string]encoding.Encoding{
 var errUnreadable = errors.New("proxy: text not readable in the client encoding")
 
 func (s *session) encoding() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.ToUpper(s.clientEncoding)
+	return strings.ToUpper(s.sh.encoding())
 }
 
 // isUTF8Client: UTF-8 (the default) or SQL_ASCII, where bytes pass as is.

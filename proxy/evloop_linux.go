@@ -37,6 +37,15 @@ import (
 // back to the session's goroutine with what was read but not yet passed on,
 // and the goroutine relay (or its close and error paths) carries on exactly
 // as if it had relayed from the start.
+//
+// Ownership (see session): while a session is on the loop, the loop's one
+// goroutine is both its client side and its server side. It alone touches
+// s.cl and s.sv, doing for each message what clientLoop and serverLoop do
+// (clientMsg and serverMsg; the Query/Parse entry decision is the same
+// mightAsk/queryAsk/parseAsk); the session's goroutine waits in loopRelay
+// meanwhile, having emptied its readers into the loop's pipes. Shared state
+// goes through s.sh and s.sig as on goroutines. The hand-back on ls.done
+// orders everything the loop wrote before the goroutine relay starts.
 
 // loopKind says why a session left the loop.
 type loopKind uint8
@@ -73,7 +82,8 @@ func (pp *pipe) compact() {
 	pp.r = 0
 }
 
-// loopSess is a session while the loop relays it (loop goroutine only).
+// loopSess is a session while the loop relays it (loop goroutine only, as
+// are the session's cl and sv meanwhile).
 type loopSess struct {
 	s        *session
 	cfd, ufd int  // duplicates of the session's sockets, owned by the loop
@@ -332,11 +342,7 @@ func (l *eventLoop) request(r loopReq) {
 		if ls.finished {
 			return
 		}
-		s := ls.s
-		s.mu.Lock()
-		idle := s.draining && s.ready && s.unitsDone == s.unitsSent && s.txStatus == 'I' && !s.translating
-		s.mu.Unlock()
-		if idle {
+		if ls.s.sh.drainIdle() {
 			l.finish(ls, loopDrained, nil)
 		}
 	}
@@ -500,9 +506,9 @@ func (l *eventLoop) parse(ls *loopSess, side int) bool {
 	var msgs uint64
 	defer func() {
 		if side == 0 {
-			s.msgsIn.Add(msgs)
+			s.sig.msgsIn.Add(msgs)
 		} else {
-			s.msgsOut.Add(msgs)
+			s.sig.msgsOut.Add(msgs)
 		}
 	}()
 	for {
@@ -565,10 +571,10 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		return l.finish(ls, loopHandoff, nil), false // the goroutine relay answers 08P01
 	}
 	switch typ {
-	case 'Q':
-		// Judged whole, as clientQuery judges it: a marker at the start, an
-		// ask after transaction control, or the table-function form anywhere
-		// goes to the goroutine relay, which answers asks.
+	case 'Q', 'P':
+		// Judged whole, as the goroutine relay judges it (mightAsk, then
+		// queryAsk or parseAsk): an ask goes to the goroutine relay, which
+		// answers asks; so does a message it would answer an error to.
 		complete, tooLarge := whole(pp, b, n)
 		if tooLarge {
 			return l.finish(ls, loopHandoff, nil), false
@@ -576,42 +582,29 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if !complete {
 			return true, true
 		}
-		if n == 0 || b[4+n] != 0 {
-			return l.finish(ls, loopHandoff, nil), false
+		body := b[5 : 5+n]
+		if typ == 'Q' {
+			if n == 0 || body[n-1] != 0 {
+				return l.finish(ls, loopHandoff, nil), false
+			}
+			if mightAsk('Q', body, true) {
+				if _, m, err := s.queryAsk(body[:n-1]); err != nil || m.Kind != MarkerNone {
+					return l.finish(ls, loopHandoff, nil), false
+				}
+			}
+			s.sent()
+			s.cl.batchOpen = false
+			break
 		}
-		head := b[5 : 5+min(n, 64)]
-		if maybeMarker(head) {
-			if m, err := s.parseMarker(b[5 : 4+n]); err != nil || m.Kind != MarkerNone {
+		if mightAsk('P', body, true) {
+			if _, m, _, err := s.parseAsk(body); err != nil || m.Kind != MarkerNone {
 				return l.finish(ls, loopHandoff, nil), false
 			}
 		}
-		if maybeTxPrefix(head, n <= 64) || mayHoldAskFunc(b[5:4+n]) {
-			return l.finish(ls, loopHandoff, nil), false
-		}
-		s.sent()
-		s.batchOpen = false
-	case 'P':
-		complete, tooLarge := whole(pp, b, n)
-		if tooLarge {
-			return l.finish(ls, loopHandoff, nil), false
-		}
-		if !complete {
-			return true, true
-		}
-		body := b[5 : 5+min(n, 256)]
-		if i := bytes.IndexByte(body, 0); i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) || mayHoldAskFunc(b[5:5+n]) {
-			_, query, _, err := splitParse(b[5 : 5+n])
-			if err != nil {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			if m, err := s.parseMarker([]byte(query)); err != nil || m.Kind != MarkerNone {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-		}
-		s.batchOpen = true
+		s.cl.batchOpen = true
 	case 'S', 'F':
 		s.sent()
-		s.batchOpen = false
+		s.cl.batchOpen = false
 	case 'X':
 		if len(b) < 5+n {
 			if _, tooLarge := whole(pp, b, n); tooLarge {
@@ -621,13 +614,10 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		}
 		// As terminate: closing first, so the upstream's close is not
 		// reported as a lost connection.
-		s.mu.Lock()
-		s.closing = true
-		s.cond.Broadcast()
-		s.mu.Unlock()
+		s.sh.setClosing()
 	case 'H', 'd', 'c', 'f':
 	default:
-		s.batchOpen = true
+		s.cl.batchOpen = true
 	}
 	return true, false
 }
@@ -646,10 +636,10 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if n != 1 {
 			return l.finish(ls, loopUpstreamLost, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)), false
 		}
-		if s.swallowZ.Load() > 0 || s.tracked.Load() {
+		if s.sig.swallowZ.Load() > 0 || s.sig.tracked.Load() {
 			return l.finish(ls, loopHandoff, nil), false // the ask path's; never on the loop
 		}
-		s.skipping = false
+		s.sv.skipping = false
 		ls.drainAfterZ = s.noteReady(b[5])
 	case 'E':
 		complete, tooLarge := whole(pp, b, n)
@@ -659,12 +649,12 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if !complete {
 			return true, true
 		}
-		s.errInUnit = true
+		s.sv.errInUnit = true
 		if fatalSeverity(b[5 : 5+n]) {
-			s.upstreamFatal = true
+			s.sv.upstreamFatal = true
 		}
 	case 'G', 'W':
-		s.noteCopyIn(true)
+		s.sh.noteCopyIn(true)
 	case 'S':
 		if n <= maxInspected {
 			complete, tooLarge := whole(pp, b, n)
@@ -725,10 +715,8 @@ func (s *session) loopRelay() bool {
 	if s.srv.GoroutineRelay || s.clientTLS || s.srv.IdleTimeout > 0 || s.srv.IdleInTransactionTimeout > 0 {
 		return true
 	}
-	s.mu.Lock()
-	client, up := s.traffic.Conn, s.upConn
-	s.mu.Unlock()
-	if s.uw.Flush() != nil || s.cw.Flush() != nil {
+	client, up := s.sh.conns(s.traffic)
+	if s.cl.uw.Flush() != nil || s.cw.Flush() != nil {
 		return true
 	}
 	cfd, err := dupFD(client)
@@ -749,16 +737,14 @@ func (s *session) loopRelay() bool {
 	ls := &loopSess{s: s, cfd: cfd, ufd: ufd, done: make(chan loopResult, 1)}
 	ls.c.buf, ls.u.buf = s.srv.loopBuf(), s.srv.loopBuf()
 	// What the handshake's readers hold already.
-	ls.c.w, _ = s.cr.Read(ls.c.buf[:s.cr.Buffered()])
-	ls.u.w, _ = s.ur.Read(ls.u.buf[:s.ur.Buffered()])
+	ls.c.w, _ = s.cl.cr.Read(ls.c.buf[:s.cl.cr.Buffered()])
+	ls.u.w, _ = s.sv.ur.Read(ls.u.buf[:s.sv.ur.Buffered()])
 	// The goroutine relay's read buffers and upstream writer sit unused
 	// while the loop relays: let them go (afterLoop makes what is needed
-	// again). cw stays: sendClient (drain) may use it under cwMu.
-	s.cr, s.ur, s.uw = nil, nil, nil
+	// again). cw stays: sendClient (drain) may use it under its lock.
+	s.cl.cr, s.sv.ur, s.cl.uw = nil, nil, nil
 
-	s.mu.Lock()
-	s.loopDrain = func() { l.post(loopReq{ls, opDrain}) }
-	s.mu.Unlock()
+	s.sh.setLoopDrain(func() { l.post(loopReq{ls, opDrain}) })
 	// Off Go's netpoller: the loop's duplicates keep the sockets open.
 	_ = client.Close()
 	_ = up.Close()
@@ -785,13 +771,8 @@ func (s *session) afterLoop(res loopResult) bool {
 	}()
 	client, cerr := fdConn(ls.cfd)
 	up, uerr := fdConn(ls.ufd)
-	s.mu.Lock()
-	s.loopDrain = nil
-	gone := s.connsClosed
-	if cerr == nil && uerr == nil && !gone {
-		s.traffic.Conn, s.upConn = client, up // close closes these from now on
-	}
-	s.mu.Unlock()
+	// fdConn gives no connection with its error: nil ones are not taken.
+	gone := s.sh.leaveLoop(s.traffic, client, up)
 	if cerr != nil || uerr != nil || gone {
 		// close has run and found only the originals: close these.
 		if up != nil {
@@ -812,33 +793,33 @@ func (s *session) afterLoop(res loopResult) bool {
 	}
 	if res.kind == loopHandoff {
 		// Unparsed bytes are read again by the goroutine relay's readers.
-		s.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
-		s.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
-		s.uw = newOutBuf(up, bufSize)
+		s.cl.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
+		s.sv.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
+		s.cl.uw = newOutBuf(up, bufSize)
 	} else {
-		s.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
+		s.cl.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
 	}
-	_, werr := s.uw.Write(ls.c.buf[ls.c.r:ls.c.p])
+	_, werr := s.cl.uw.Write(ls.c.buf[ls.c.r:ls.c.p])
 	if werr == nil {
-		werr = s.uw.Flush()
+		werr = s.cl.uw.Flush()
 	}
-	s.cwMu.Lock()
+	s.cw.mu.Lock()
 	s.cw.Reset(s.client)
 	_, cwerr := s.cw.Write(ls.u.buf[ls.u.r:ls.u.p])
 	if cwerr == nil {
 		cwerr = s.cw.Flush()
 	}
-	s.cwMu.Unlock()
+	s.cw.mu.Unlock()
 	switch res.kind {
 	case loopHandoff:
 		if werr != nil || cwerr != nil {
 			return false
 		}
 		// A message the loop was passing through when it handed off.
-		if ls.c.rem > 0 && relayN(s.cr, s.uw, ls.c.rem, s.uw.Flush) != nil || s.uw.Flush() != nil {
+		if ls.c.rem > 0 && relayN(s.cl.cr, s.cl.uw, ls.c.rem, s.cl.uw.Flush) != nil || s.cl.uw.Flush() != nil {
 			return false
 		}
-		if ls.u.rem > 0 && relayN(s.ur, s.cw, ls.u.rem, s.cw.Flush) != nil || s.cw.Flush() != nil {
+		if ls.u.rem > 0 && relayN(s.sv.ur, s.cw.Writer, ls.u.rem, s.cw.Flush) != nil || s.cw.Flush() != nil {
 			return false
 		}
 		return true

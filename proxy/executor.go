@@ -27,11 +27,8 @@ func (e *executor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limi
 	}
 	s.execMu.Lock()
 	defer s.execMu.Unlock()
-	s.mu.Lock()
-	ok := s.translating && !s.closing
-	tx := s.txStatus
-	s.mu.Unlock()
-	if !ok || !s.tracked.Load() {
+	ok, tx := s.sh.trialAllowed()
+	if !ok || !s.sig.tracked.Load() {
 		return nil, ErrExecutorClosed
 	}
 	scope, err := sealed.TrialScope(stmt, pg.TxStatus(tx), lim.Timeout)
@@ -78,7 +75,7 @@ func (e *executor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limi
 // so the session stays in step.
 func (e *executor) wait(ctx context.Context, k *sink) error {
 	s := e.s
-	if err := s.uw.Flush(); err != nil {
+	if err := s.cl.uw.Flush(); err != nil {
 		return fmt.Errorf("proxy: upstream write: %w", err)
 	}
 	done := ctx.Done()

@@ -40,7 +40,7 @@ func (s *session) handshake(ctx context.Context) error {
 	var pkt startupPacket
 	for {
 		var err error
-		pkt, err = readStartup(s.cr)
+		pkt, err = readStartup(s.cl.cr)
 		if errors.Is(err, ErrProtocol) {
 			return s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 		}
@@ -64,14 +64,14 @@ func (s *session) handshake(ctx context.Context) error {
 			}
 			// Bytes already here were sent in plaintext after the SSLRequest and
 			// would be mistaken for protected data (CVE-2021-23214).
-			if s.cr.Buffered() > 0 {
+			if s.cl.cr.Buffered() > 0 {
 				return s.fatal(pg.CodeProtocolViolation, "nlproxy: received unencrypted data after SSL request")
 			}
 			tc := tls.Server(s.client, s.srv.TLSConfig)
 			if err := tc.HandshakeContext(ctx); err != nil {
 				return fmt.Errorf("client TLS handshake: %w", err)
 			}
-			s.cr.Reset(tc)
+			s.cl.cr.Reset(tc)
 			s.cw.Reset(tc)
 			s.clientTLS = true
 		case startupGSSENC:
@@ -94,9 +94,7 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if !s.srv.acquire() {
 		return s.fatal(pg.CodeTooManyConnections, "nlproxy: too many connections (limit %d)", s.srv.MaxConns)
 	}
-	s.mu.Lock()
-	s.acquired = true
-	s.mu.Unlock()
+	s.sh.setAcquired()
 	if s.srv.isShutdown() {
 		return s.fatal(pg.CodeCannotConnectNow, "nlproxy: the proxy is shutting down")
 	}
@@ -123,11 +121,7 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
 		return s.fatal(pg.CodeConnectionRefused, "nlproxy: cannot connect to the database server")
 	}
-	s.mu.Lock()
-	closing := s.closing
-	s.upConn = up
-	s.mu.Unlock()
-	if closing {
+	if s.sh.setUpstream(up) {
 		up.Close()
 		return errQuiet
 	}
@@ -135,8 +129,8 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 		_ = tc.SetNoDelay(true)
 	}
 	_ = up.SetDeadline(deadline)
-	s.ur = bufio.NewReaderSize(up, handshakeBufSize)
-	s.uw = newOutBuf(up, handshakeBufSize)
+	s.sv.ur = bufio.NewReaderSize(up, handshakeBufSize)
+	s.cl.uw = newOutBuf(up, handshakeBufSize)
 
 	params := make([]param, 0, len(pkt.Params)+1)
 	for _, p := range pkt.Params {
@@ -148,9 +142,9 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if s.route.OverrideDatabase != "" {
 		params = append(params, param{"database", s.route.OverrideDatabase})
 	}
-	_, err = s.uw.Write(encodeStartup(pkt.Version, params))
+	_, err = s.cl.uw.Write(encodeStartup(pkt.Version, params))
 	if err == nil {
-		err = s.uw.Flush()
+		err = s.cl.uw.Flush()
 	}
 	if err != nil {
 		s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
@@ -169,9 +163,9 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 func (s *session) relayAuth() error {
 	out := make([]byte, 0, 512)
 	for {
-		typ, body, err := readFrame(s.ur, 0)
+		typ, body, err := readFrame(s.sv.ur, 0)
 		if err != nil {
-			if s.isClosing() {
+			if s.sh.isClosing() {
 				return errQuiet
 			}
 			s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
@@ -210,13 +204,7 @@ func (s *session) relayAuth() error {
 				return s.fatal(pg.CodeInternalError, "nlproxy: cannot issue a cancel key")
 			}
 			key := cancelKey(pid, secret)
-			s.mu.Lock()
-			s.realPID = pid
-			s.realSecret = append([]byte(nil), body[4:]...)
-			s.key = key
-			closing := s.closing
-			s.mu.Unlock()
-			if closing {
+			if s.sh.setBackendKey(pid, body[4:], key) {
 				s.srv.unregisterKey(key)
 				return errQuiet
 			}
@@ -231,19 +219,15 @@ func (s *session) relayAuth() error {
 			if len(body) != 1 {
 				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed ReadyForQuery from the database server")
 			}
-			s.mu.Lock()
-			s.txStatus = body[0]
-			s.ready = true
-			s.lastActive = time.Now()
-			s.mu.Unlock()
+			s.sh.setReady(body[0])
 			return s.sendClient(appendMsg(out[:0], typ, body))
 		default: // ParameterStatus, NoticeResponse, NegotiateProtocolVersion, …
 			if typ == 'S' {
 				s.noteParameter(body)
 			}
-			s.cwMu.Lock()
+			s.cw.mu.Lock()
 			_, err := s.cw.Write(appendMsg(out[:0], typ, body))
-			s.cwMu.Unlock()
+			s.cw.mu.Unlock()
 			if err != nil {
 				return err
 			}
@@ -252,7 +236,7 @@ func (s *session) relayAuth() error {
 }
 
 func (s *session) relayClientAuth() error {
-	typ, body, err := readFrame(s.cr, s.maxMsg)
+	typ, body, err := readFrame(s.cl.cr, s.maxMsg)
 	if errors.Is(err, ErrProtocol) {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
 	}
@@ -262,10 +246,10 @@ func (s *session) relayClientAuth() error {
 	if typ != 'p' {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: expected authentication response, got message type %q", typ)
 	}
-	if _, err := s.uw.Write(appendMsg(nil, typ, body)); err != nil {
+	if _, err := s.cl.uw.Write(appendMsg(nil, typ, body)); err != nil {
 		return err
 	}
-	return s.uw.Flush()
+	return s.cl.uw.Flush()
 }
 
 // stripChannelBinding removes SCRAM-SHA-256-PLUS from an AuthenticationSASL

@@ -73,8 +73,16 @@ func parseLifecycle(sql string) lifecycleStmt {
 	return lifecycleStmt{}
 }
 
-// lexer reads the few tokens parseLifecycle needs, skipping whitespace and
-// comments as Postgres's scanner does.
+// lexer reads the few tokens parseLifecycle, splitTxPrefix and
+// deallocateAround need, skipping whitespace and comments as Postgres's
+// scanner does. It is the proxy's one SQL tokenizer, kept apart from the
+// others on purpose: the marker scanner (marker.go) only recognises a
+// marker at the head of a statement and never reads identifiers, while
+// these statements need quoted and case-folded identifiers, nested
+// comments and parenthesised arguments; pg_query's scanner would bring cgo
+// into the relay, which reads every Query with this lexer while asks are in
+// play. Whitespace is marker.go's isSpace, so both agree on where a
+// statement starts.
 type lexer struct {
 	s      string
 	quoted bool // the last word was a quoted identifier
@@ -82,7 +90,7 @@ type lexer struct {
 
 func (l *lexer) skip() {
 	for {
-		l.s = strings.TrimLeft(l.s, " \t\n\r\f\v")
+		l.s = l.s[skipSpace(l.s, 0):]
 		switch {
 		case strings.HasPrefix(l.s, "--"):
 			i := strings.IndexAny(l.s, "\r\n")

@@ -1,6 +1,9 @@
 package proxy
 
-import "strings"
+import (
+	"bytes"
+	"strings"
+)
 
 // MarkerKind says which natural-language form a statement carries.
 type MarkerKind int
@@ -122,6 +125,43 @@ func ParseMarker(sql string) Marker {
 		return finish(MarkerAsk, profile, rest)
 	}
 	return Marker{}
+}
+
+// mightAskPrefix is how much of a Query or Parse body mightAsk needs when
+// the message is not whole in the read buffer.
+const mightAskPrefix = 256
+
+// mightAsk is the relays' one entry decision on a client Query ('Q') or
+// Parse ('P'): false means the message carries no ask in any form and is
+// passed on untouched. Both relays call it (the goroutine relay's
+// clientQuery and clientParse, the event loop's clientMsg), and both decide
+// what it lets through with queryAsk and parseAsk, so a new form of ask is
+// taught to the proxy here, once. body is the message body: whole when
+// complete, else at least its first mightAskPrefix bytes.
+//
+// It runs for every relayed Query and Parse: it looks at the first bytes
+// (a marker, transaction control then more statements) and scans the whole
+// for the table-function form with a vectorized byte search; no
+// allocation.
+func mightAsk(typ byte, body []byte, complete bool) bool {
+	switch typ {
+	case 'Q':
+		head := body[:min(len(body), 64)]
+		if maybeMarker(head) || maybeTxPrefix(head, complete && len(body) <= 64) {
+			return true
+		}
+	case 'P':
+		// The statement name comes first; one longer than looked at is no
+		// name a driver makes: read whole.
+		i := bytes.IndexByte(body[:min(len(body), mightAskPrefix)], 0)
+		if i < 0 || maybeMarker(body[i+1:min(len(body), i+65)]) {
+			return true
+		}
+	default:
+		return false
+	}
+	// A message longer than the read buffer cannot be scanned in place.
+	return !complete || mayHoldAskFunc(body)
 }
 
 // maybeMarker is the hot-path pre-check on the first bytes of a statement:

@@ -24,29 +24,29 @@ func (s *session) serverLoop() {
 	defer func() {
 		if locked {
 			_ = s.cw.Flush()
-			s.cwMu.Unlock()
+			s.cw.mu.Unlock()
 		}
-		s.msgsOut.Add(msgs)
+		s.sig.msgsOut.Add(msgs)
 	}()
 	for {
-		if locked && s.ur.Buffered() < 5 {
+		if locked && s.sv.ur.Buffered() < 5 {
 			err := s.cw.Flush()
-			s.cwMu.Unlock()
+			s.cw.mu.Unlock()
 			locked = false
-			s.msgsOut.Add(msgs)
+			s.sig.msgsOut.Add(msgs)
 			msgs = 0
 			if err != nil {
 				s.close()
 				return
 			}
 		}
-		hdr, err := s.ur.Peek(5)
+		hdr, err := s.sv.ur.Peek(5)
 		if err != nil {
 			s.upstreamLost(locked, err)
 			return
 		}
 		if !locked {
-			s.cwMu.Lock()
+			s.cw.mu.Lock()
 			locked = true
 		}
 		typ := hdr[0]
@@ -56,7 +56,7 @@ func (s *session) serverLoop() {
 			return
 		}
 		msgs++
-		if s.tracked.Load() {
+		if s.sig.tracked.Load() {
 			stop, err := s.trackedReply(typ, n)
 			if err != nil {
 				s.upstreamLost(locked, err)
@@ -71,33 +71,33 @@ func (s *session) serverLoop() {
 		// needs no inspection with a single write.
 		if span, k := s.plainSpan(); span > 0 {
 			msgs += uint64(k) - 1 // the first was counted above
-			b, _ := s.ur.Peek(span)
+			b, _ := s.sv.ur.Peek(span)
 			if _, err := s.cw.Write(b); err != nil {
 				s.close()
 				return
 			}
-			_, _ = s.ur.Discard(span)
+			_, _ = s.sv.ur.Discard(span)
 			continue
 		}
 		switch typ {
 		case 'Z':
-			b, err := s.ur.Peek(6)
+			b, err := s.sv.ur.Peek(6)
 			if err != nil || n != 1 {
 				s.upstreamLost(locked, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol))
 				return
 			}
 			status := b[5]
-			s.skipping = false
-			if s.swallowZ.Load() > 0 {
+			s.sv.skipping = false
+			if s.sig.swallowZ.Load() > 0 {
 				// The Sync the proxy sent to end a client's batch before an
 				// ask (see split); the client did not ask for it.
-				s.swallowZ.Add(-1)
+				s.sig.swallowZ.Add(-1)
 				s.noteReady(status)
-				_, _ = s.ur.Discard(6)
+				_, _ = s.sv.ur.Discard(6)
 				continue
 			}
 			drain := s.noteReady(status)
-			if err := relayN(s.ur, s.cw, 6, s.cw.Flush); err != nil {
+			if err := relayN(s.sv.ur, s.cw.Writer, 6, s.cw.Flush); err != nil {
 				s.close()
 				return
 			}
@@ -109,12 +109,12 @@ func (s *session) serverLoop() {
 			}
 			continue
 		case 'E':
-			s.errInUnit = true
-			if b, err := s.ur.Peek(min(5+n, s.ur.Size())); err == nil && fatalSeverity(b[5:]) {
-				s.upstreamFatal = true // Postgres said why it closes; don't add our own error
+			s.sv.errInUnit = true
+			if b, err := s.sv.ur.Peek(min(5+n, s.sv.ur.Size())); err == nil && fatalSeverity(b[5:]) {
+				s.sv.upstreamFatal = true // Postgres said why it closes; don't add our own error
 			}
 		case 'G', 'W':
-			s.noteCopyIn(true)
+			s.sh.noteCopyIn(true)
 		case 'S':
 			if err := s.relayParameterStatus(n); err != nil {
 				s.upstreamLost(locked, err)
@@ -123,12 +123,12 @@ func (s *session) serverLoop() {
 			continue
 		case 'C':
 			if s.srv.OnDDL != nil && n <= 256 {
-				if b, err := s.ur.Peek(5 + n); err == nil {
+				if b, err := s.sv.ur.Peek(5 + n); err == nil {
 					s.noteTag(b[5:])
 				}
 			}
 		}
-		if err := relayN(s.ur, s.cw, 5+n, s.cw.Flush); err != nil {
+		if err := relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush); err != nil {
 			s.close()
 			return
 		}
@@ -138,7 +138,7 @@ func (s *session) serverLoop() {
 // plainSpan returns the length of the run of complete, uninspected messages
 // at the start of the upstream read buffer, and how many messages it holds.
 func (s *session) plainSpan() (span, msgs int) {
-	buf, _ := s.ur.Peek(s.ur.Buffered())
+	buf, _ := s.sv.ur.Peek(s.sv.ur.Buffered())
 	ddl := s.srv.OnDDL != nil
 	off := 0
 	for off+5 <= len(buf) {
@@ -167,9 +167,9 @@ func (s *session) plainSpan() (span, msgs int) {
 // (client_encoding) and passes it on.
 func (s *session) relayParameterStatus(n int) error {
 	if n > maxInspected {
-		return relayN(s.ur, s.cw, 5+n, s.cw.Flush)
+		return relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
 	}
-	typ, body, err := readFrame(s.ur, maxInspected)
+	typ, body, err := readFrame(s.sv.ur, maxInspected)
 	if err != nil {
 		return err
 	}
@@ -189,59 +189,33 @@ func (s *session) noteParameter(body []byte) {
 		return
 	}
 	if name == "client_encoding" {
-		s.mu.Lock()
-		s.clientEncoding = value
-		s.mu.Unlock()
+		s.sh.setEncoding(value)
 	}
 }
 
 // upstreamLost reports a broken upstream to the client (unless we are closing).
 func (s *session) upstreamLost(locked bool, err error) {
-	if !s.isClosing() && !s.upstreamFatal {
+	if !s.sh.isClosing() && !s.sv.upstreamFatal {
 		s.log.Info("lost the upstream connection", zap.String("upstream", s.route.Address), zap.Error(err))
 		if !locked {
-			s.cwMu.Lock()
+			s.cw.mu.Lock()
 		}
 		_, _ = s.cw.Write(encodeError(&PgError{Severity: "FATAL", Code: pg.CodeConnectionFailure,
 			Message: "nlproxy: lost the connection to the database server"}))
 		_ = s.cw.Flush()
 		if !locked {
-			s.cwMu.Unlock()
+			s.cw.mu.Unlock()
 		}
 	}
 	s.close()
 }
 
-// noteReady records a ReadyForQuery; it reports whether the session should
-// now be closed because the server is draining.
+// noteReady records a ReadyForQuery (server side); it reports whether the
+// session should now be closed because the server is draining.
 func (s *session) noteReady(status byte) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.txStatus = status
-	s.copyIn = false
-	s.lastUnitFailed = s.errInUnit
-	s.errInUnit = false
-	if status == 'I' {
-		s.xacts++
-	}
-	if s.unitsDone < s.unitsSent {
-		s.unitsDone++
-	}
-	s.lastActive = time.Now()
-	idle := s.unitsDone == s.unitsSent
-	if idle {
-		s.cond.Broadcast()
-	}
-	return s.draining && idle && status == 'I' && !s.translating
-}
-
-// noteCopyIn records that the server waits for COPY data; an ask waiting
-// for the server to become idle must stop waiting.
-func (s *session) noteCopyIn(on bool) {
-	s.mu.Lock()
-	s.copyIn = on
-	s.cond.Broadcast()
-	s.mu.Unlock()
+	failed := s.sv.errInUnit
+	s.sv.errInUnit = false
+	return s.sh.noteReady(status, failed)
 }
 
 func (s *session) noteTag(tag []byte) {
@@ -273,19 +247,19 @@ func fatalSeverity(body []byte) bool {
 
 func (s *session) clientLoop() error {
 	var msgs uint64 // relayed since the last flush (metrics)
-	defer func() { s.msgsIn.Add(msgs) }()
+	defer func() { s.sig.msgsIn.Add(msgs) }()
 	for {
-		if s.cr.Buffered() == 0 {
-			s.msgsIn.Add(msgs)
+		if s.cl.cr.Buffered() == 0 {
+			s.sig.msgsIn.Add(msgs)
 			msgs = 0
-			if err := s.uw.Flush(); err != nil {
+			if err := s.cl.uw.Flush(); err != nil {
 				return err
 			}
 			if err := s.waitClient(); err != nil {
 				return err
 			}
 		}
-		hdr, err := s.cr.Peek(5)
+		hdr, err := s.cl.cr.Peek(5)
 		if err != nil {
 			return err
 		}
@@ -295,7 +269,7 @@ func (s *session) clientLoop() error {
 			return s.fatal(pg.CodeProtocolViolation, "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
 		msgs++
-		if (typ == 'Q' || typ == 'P') && s.bigAskLimit() > 0 && n > s.bigAskLimit() && !(s.tracked.Load() && s.skipBatch) {
+		if (typ == 'Q' || typ == 'P') && s.bigAskLimit() > 0 && n > s.bigAskLimit() && !(s.sig.tracked.Load() && s.cl.skipBatch) {
 			handled, err := s.refuseBigAsk(typ, n)
 			if err != nil {
 				return err
@@ -304,7 +278,7 @@ func (s *session) clientLoop() error {
 				continue
 			}
 		}
-		if s.tracked.Load() {
+		if s.sig.tracked.Load() {
 			if err := s.trackedRequest(typ, n); err != nil {
 				return err
 			}
@@ -317,15 +291,15 @@ func (s *session) clientLoop() error {
 			err = s.clientParse(n)
 		case 'S', 'F': // Sync, FunctionCall: each is answered by one ReadyForQuery
 			s.sent()
-			s.batchOpen = false
-			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+			s.cl.batchOpen = false
+			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 		case 'X':
 			return s.terminate(n)
 		case 'H', 'd', 'c', 'f': // Flush and COPY data open no batch
-			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 		default:
-			s.batchOpen = true
-			err = relayN(s.cr, s.uw, 5+n, s.uw.Flush)
+			s.cl.batchOpen = true
+			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 		}
 		if err != nil {
 			return err
@@ -337,28 +311,21 @@ func (s *session) clientLoop() error {
 // session counts as closing first: the upstream then closes its end, and
 // that must not reach the client as a lost connection.
 func (s *session) terminate(n int) error {
-	s.mu.Lock()
-	s.closing = true
-	s.cond.Broadcast()
-	s.mu.Unlock()
-	if err := relayN(s.cr, s.uw, 5+n, s.uw.Flush); err != nil {
+	s.sh.setClosing()
+	if err := relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush); err != nil {
 		return err
 	}
-	_ = s.uw.Flush()
+	_ = s.cl.uw.Flush()
 	return errQuiet
 }
 
-func (s *session) sent() {
-	s.mu.Lock()
-	s.unitsSent++
-	s.mu.Unlock()
-}
+func (s *session) sent() { s.sh.sent() }
 
 // waitClient blocks until the client sends something, enforcing idle timeouts.
 func (s *session) waitClient() error {
 	idleT, txT := s.srv.IdleTimeout, s.srv.IdleInTransactionTimeout
 	if idleT <= 0 && txT <= 0 {
-		_, err := s.cr.Peek(1)
+		_, err := s.cl.cr.Peek(1)
 		return err
 	}
 	poll := idleT
@@ -366,10 +333,7 @@ func (s *session) waitClient() error {
 		poll = txT
 	}
 	for {
-		s.mu.Lock()
-		idle := s.unitsDone == s.unitsSent && !s.translating
-		tx, last := s.txStatus, s.lastActive
-		s.mu.Unlock()
+		idle, tx, last := s.sh.idleState()
 		limit := idleT
 		if tx != 'I' {
 			limit = txT
@@ -379,12 +343,10 @@ func (s *session) waitClient() error {
 			deadline = last.Add(limit)
 		}
 		_ = s.client.SetReadDeadline(deadline)
-		_, err := s.cr.Peek(1)
+		_, err := s.cl.cr.Peek(1)
 		if err == nil {
 			_ = s.client.SetReadDeadline(time.Time{})
-			s.mu.Lock()
-			s.lastActive = time.Now()
-			s.mu.Unlock()
+			s.sh.touch()
 			return nil
 		}
 		var ne net.Error

@@ -126,17 +126,17 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 	case 'S':
 		return false, s.relayParameterStatus(n)
 	case 'A':
-		return false, relayN(s.ur, s.cw, 5+n, s.cw.Flush)
+		return false, relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
 	case 'N':
 		if h, ok := s.replies.head(); ok && h.act != actRelay && h.act != actRelayBody {
-			_, err := s.ur.Discard(5 + n) // a notice about the proxy's own statement
+			_, err := s.sv.ur.Discard(5 + n) // a notice about the proxy's own statement
 			return false, err
 		}
-		return false, relayN(s.ur, s.cw, 5+n, s.cw.Flush)
+		return false, relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
 	}
-	if s.skipping && typ == 'Z' {
+	if s.sv.skipping && typ == 'Z' {
 		s.replies.skipToSync()
-		s.skipping = false
+		s.sv.skipping = false
 	}
 	h, ok := s.replies.head()
 	if !ok {
@@ -178,23 +178,23 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 		return false, nil
 	}
 	if typ == 'G' || typ == 'W' {
-		s.noteCopyIn(true)
+		s.sh.noteCopyIn(true)
 	}
 	switch h.act {
 	case actRelay, actRelayBody:
 		if typ == 'C' && n <= 256 {
-			if b, err := s.ur.Peek(5 + n); err == nil {
+			if b, err := s.sv.ur.Peek(5 + n); err == nil {
 				if s.srv.OnDDL != nil {
 					s.noteTag(b[5:])
 				}
 				s.noteDiscard(b[5:])
 			}
 		}
-		if err := relayN(s.ur, s.cw, 5+n, s.cw.Flush); err != nil {
+		if err := relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush); err != nil {
 			return false, err
 		}
 	case actDrop, actSynth:
-		if _, err := s.ur.Discard(5 + n); err != nil {
+		if _, err := s.sv.ur.Discard(5 + n); err != nil {
 			return false, err
 		}
 		if h.act == actSynth && ends(h.msg, typ) {
@@ -214,12 +214,12 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 }
 
 func (s *session) readStatus(n int) (byte, error) {
-	b, err := s.ur.Peek(6)
+	b, err := s.sv.ur.Peek(6)
 	if err != nil || n != 1 {
 		return 0, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
 	}
 	status := b[5]
-	_, _ = s.ur.Discard(6)
+	_, _ = s.sv.ur.Discard(6)
 	return status, nil
 }
 
@@ -227,13 +227,13 @@ func (s *session) readStatus(n int) (byte, error) {
 // (sentinel), or is relayed; then, in an extended-protocol batch, the
 // server skips everything up to Sync and so does the queue.
 func (s *session) trackedError(h expect, n int) error {
-	s.errInUnit = true
+	s.sv.errInUnit = true
 	body, err := s.readBounded(n)
 	if err != nil {
 		return err
 	}
 	if fatalSeverity(body) {
-		s.upstreamFatal = true
+		s.sv.upstreamFatal = true
 	}
 	switch {
 	case h.sink != nil:
@@ -252,7 +252,7 @@ func (s *session) trackedError(h expect, n int) error {
 		// A simple Query, FunctionCall or the Sync itself: ReadyForQuery follows.
 	default:
 		s.replies.pop()
-		s.skipping = true
+		s.sv.skipping = true
 	}
 	return nil
 }
@@ -261,15 +261,15 @@ func (s *session) trackedError(h expect, n int) error {
 // (a server error quoting a huge value) is cut down, never held whole.
 func (s *session) readBounded(n int) ([]byte, error) {
 	if n <= maxInspected {
-		_, body, err := readFrame(s.ur, maxInspected)
+		_, body, err := readFrame(s.sv.ur, maxInspected)
 		return body, err
 	}
-	b, err := s.ur.Peek(5 + min(n, s.ur.Size()-5))
+	b, err := s.sv.ur.Peek(5 + min(n, s.sv.ur.Size()-5))
 	if err != nil && len(b) < 5 {
 		return nil, err
 	}
 	pe := pgErrorFromBody(b[5:]) // may be incomplete: fields cut off are lost
-	if _, err := s.ur.Discard(5 + n); err != nil {
+	if _, err := s.sv.ur.Discard(5 + n); err != nil {
 		return nil, err
 	}
 	if pe.Code == "" || pe.Code == pg.CodeInternalError {
@@ -296,13 +296,13 @@ func isSentinelError(body []byte) bool {
 func (s *session) noteDiscard(tag []byte) {
 	switch strings.TrimRight(string(tag), "\x00") {
 	case "DISCARD ALL":
-		s.discarded.Store(discardAll)
+		s.sig.discarded.Store(discardAll)
 	case "DEALLOCATE ALL":
-		s.discarded.CompareAndSwap(0, deallocateAll)
+		s.sig.discarded.CompareAndSwap(0, deallocateAll)
 	}
 }
 
-// Values of session.discarded.
+// Values of sideSignals.discarded.
 const (
 	deallocateAll = 1 + iota
 	discardAll
@@ -339,16 +339,16 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 	switch typ {
 	case 'D':
 		if k.tooLarge || (k.lim.MaxRows > 0 && len(k.rows.Values) >= k.lim.MaxRows) {
-			_, err := s.ur.Discard(5 + n)
+			_, err := s.sv.ur.Discard(5 + n)
 			return err
 		}
 		if k.lim.MaxBytes > 0 && k.size+n > k.lim.MaxBytes {
 			k.tooLarge = true
-			_, err := s.ur.Discard(5 + n)
+			_, err := s.sv.ur.Discard(5 + n)
 			return err
 		}
 		k.size += n
-		_, body, err := readFrame(s.ur, 0)
+		_, body, err := readFrame(s.sv.ur, 0)
 		if err != nil {
 			return err
 		}
@@ -366,7 +366,7 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 		k.rows.Values = append(k.rows.Values, row)
 		return nil
 	case 'T':
-		_, body, err := readFrame(s.ur, maxInspected)
+		_, body, err := readFrame(s.sv.ur, maxInspected)
 		if err != nil {
 			return err
 		}
@@ -382,7 +382,7 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 		}
 		return nil
 	case 'C':
-		_, body, err := readFrame(s.ur, maxInspected)
+		_, body, err := readFrame(s.sv.ur, maxInspected)
 		if err != nil {
 			return err
 		}
@@ -391,6 +391,6 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 	case 's':
 		k.rows.Truncated = true
 	}
-	_, err := s.ur.Discard(5 + n)
+	_, err := s.sv.ur.Discard(5 + n)
 	return err
 }

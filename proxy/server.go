@@ -312,7 +312,7 @@ func (s *Server) cancel(ctx context.Context, log *zap.Logger, pid uint32, secret
 	}
 	// During a translation the executor forwards the cancel itself if one of
 	// its queries is running; the client's statement is not upstream yet.
-	if sess.cancelTranslation() {
+	if sess.sh.cancelTranslation() {
 		log.Info("cancel request: translation aborted", zap.Uint32("backend_pid", pid))
 		return
 	}

@@ -21,89 +21,104 @@ var errQuiet = errors.New("proxy: connection done")
 
 // session is one client connection and its upstream connection.
 //
-// A plaintext session on Linux is first relayed by an event loop
-// (evloop_linux.go), which hands it to the goroutine relay on the first ask
-// or anything unusual. Two goroutines relay: the client goroutine (run → clientLoop) owns cr and uw
-// and does all marker handling and executor queries; the server goroutine
-// (serverLoop) owns ur. Writes to the client go through cw under cwMu; the
-// server goroutine holds cwMu while it has buffered input and releases it
-// (after flushing) before any read that may block.
+// Its state is grouped by owner, so that a field's type says who may touch it:
+//
+//   - the fields of session itself are set before relaying starts (accept,
+//     handshake) and only read after that, by anyone;
+//   - cl (clientSide) belongs to whoever reads the client: the client goroutine
+//     (clientLoop), or the event loop;
+//   - sv (serverSide) belongs to whoever reads the upstream: the server
+//     goroutine (serverLoop), or the event loop;
+//   - sh (shared) is what several goroutines read and write, each field under
+//     its one lock, through its methods;
+//   - sig holds the few lock-free signals between the sides and the relay's
+//     counters;
+//   - cw, the writer to the client, is used by whoever holds its lock, and
+//     replies, the tracked reply queue, has its own lock (replies.go).
+//
+// One goroutine (run) does the handshake, owning both sides. A plaintext
+// session on Linux is then first relayed by an event loop (evloop_linux.go):
+// the loop's one goroutine owns cl and sv while run waits in loopRelay, and
+// hands both back with the sockets (through a channel, so what the loop wrote
+// is seen) on the first ask or anything unusual. From then on two goroutines
+// relay: run itself as the client goroutine, which does all marker handling
+// and executor queries, and the server goroutine. The server goroutine holds
+// cw's lock while it has buffered input and releases it (after flushing)
+// before any read that may block.
 type session struct {
 	srv    *Server
 	log    *zap.Logger
 	maxMsg int
 
 	client     net.Conn // the raw accepted connection (counting its bytes)
-	cr         *bufio.Reader
-	cw         *bufio.Writer
-	cwMu       sync.Mutex
 	clientTLS  bool
 	local      bool   // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
 	clientAddr string // for the audit log; "[local]" on a Unix socket, as Postgres logs it
+	clientHost string // for the per-client limit on concurrent asks
 	started    time.Time
 	traffic    *countingConn
 
-	route *Upstream
-	ur    *bufio.Reader
-	uw    *outBuf
-
+	route          *Upstream
 	database, user string
 
-	ctx    context.Context // ends when the session closes
-	cancel context.CancelFunc
+	ctx       context.Context // ends when the session closes
+	cancel    context.CancelFunc
+	closeOnce sync.Once
 
-	// Ask machinery (see replies.go and ask.go).
-	tracked   atomic.Bool  // every upstream message is attributed to a queued request
-	replies   replyQueue   // what to do with the replies to each message sent upstream
-	swallowZ  atomic.Int32 // untracked: ReadyForQuery of the proxy's own Sync, not relayed
-	discarded atomic.Int32 // the client ran DISCARD ALL (discardAll) / DEALLOCATE ALL (deallocateAll)
-	execMu    sync.Mutex   // one trial run at a time on the session
-	// client goroutine only:
+	cl  clientSide
+	sv  serverSide
+	sh  shared
+	sig sideSignals
+	cw  clientWriter
+
+	replies replyQueue // what to do with the replies to each message sent upstream
+	execMu  sync.Mutex // one trial run at a time on the session (executor.go)
+}
+
+// clientSide is the state of the client → upstream direction: read the
+// client, write upstream. An executor's trial run uses it too, while the
+// client side waits in Translate (executor.go).
+type clientSide struct {
+	cr *bufio.Reader
+	uw *outBuf
+
 	batchOpen bool                  // messages sent since the last Sync/Query
 	skipBatch bool                  // emulating the server's skip-until-Sync
 	stmts     map[string]*askStmt   // client statement name → ask statement
 	portals   map[string]*askPortal // client portal name → portal of an ask statement
 	ownLive   bool                  // the proxy's own statement may exist upstream (see dropOwn)
-	// server goroutine only:
-	skipping  bool // the server skips to Sync after an error
-	errInUnit bool // an ErrorResponse since the last ReadyForQuery
+}
 
-	clientHost string // for the per-client limit on concurrent asks
+// serverSide is the state of the upstream → client direction.
+type serverSide struct {
+	ur *bufio.Reader
 
-	mu             sync.Mutex
-	cond           *sync.Cond
-	upConn         net.Conn // upstream (plain or TLS), for close
-	realPID        uint32
-	realSecret     []byte
-	key            string
-	acquired       bool
-	ready          bool
-	closing        bool
-	draining       bool
-	translating    bool
-	cancelTr       context.CancelFunc
-	unitsSent      uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
-	unitsDone      uint64 // ReadyForQuery received
-	txStatus       byte
-	lastActive     time.Time
-	lastUnitFailed bool   // the unit the last ReadyForQuery ended had an error
-	copyIn         bool   // the server waits for COPY data from the client
-	clientEncoding string // from ParameterStatus
+	skipping      bool // the server skips to Sync after an error
+	errInUnit     bool // an ErrorResponse since the last ReadyForQuery
+	upstreamFatal bool // upstream sent a FATAL/PANIC error
+}
 
-	closeOnce sync.Once
-
-	// loopDrain, set while an event loop relays the session, asks the loop
-	// to end it if idle (Shutdown); the loop owns the sockets meanwhile.
-	loopDrain func()
-	// connsClosed: close has closed the connections it found (under mu).
-	connsClosed bool
-
-	upstreamFatal bool // server goroutine only: upstream sent a FATAL/PANIC error
-
-	// Messages relayed, for metrics: each loop counts in a local and
-	// publishes once per flush. xacts (under mu) counts returns to idle.
+// sideSignals are set by one side and read by the other without a lock.
+type sideSignals struct {
+	// tracked: every upstream message is attributed to a queued request
+	// (an ask is in play). Set by the client side, read by both.
+	tracked atomic.Bool
+	// swallowZ: untracked, the ReadyForQuery of the proxy's own Sync (see
+	// settleBatch), not relayed. Counted up by the client side, down by the
+	// server side.
+	swallowZ atomic.Int32
+	// discarded: the client ran DISCARD ALL (discardAll) / DEALLOCATE ALL
+	// (deallocateAll); seen by the server side, applied by the client side.
+	discarded atomic.Int32
+	// Messages relayed, for metrics: each side counts in a local and
+	// publishes once per flush.
 	msgsIn, msgsOut atomic.Uint64
-	xacts           uint64
+}
+
+// clientWriter buffers writes to the client; mu is held for every use.
+type clientWriter struct {
+	mu sync.Mutex
+	*bufio.Writer
 }
 
 func newSession(srv *Server, conn net.Conn) *session {
@@ -119,24 +134,25 @@ func newSession(srv *Server, conn net.Conn) *session {
 		log:        srv.logger().With(zap.String("client", addr)),
 		maxMsg:     srv.maxMessageSize(),
 		client:     cc,
-		cr:         bufio.NewReaderSize(cc, handshakeBufSize),
-		cw:         bufio.NewWriterSize(cc, bufSize),
 		local:      local,
 		clientAddr: addr,
 		started:    time.Now(),
 		traffic:    cc,
 		ctx:        ctx,
 		cancel:     cancel,
-		txStatus:   'I',
-		stmts:      map[string]*askStmt{},
-		portals:    map[string]*askPortal{},
+		cl: clientSide{
+			cr:      bufio.NewReaderSize(cc, handshakeBufSize),
+			stmts:   map[string]*askStmt{},
+			portals: map[string]*askPortal{},
+		},
+		cw: clientWriter{Writer: bufio.NewWriterSize(cc, bufSize)},
 	}
+	s.sh.init()
 	// The per-client limit on asks counts by host; a Unix socket is one host.
 	s.clientHost = addr
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		s.clientHost = host
 	}
-	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
@@ -161,7 +177,7 @@ func (s *session) run() {
 		defer close(serverDone)
 		s.serverLoop()
 	}()
-	if err := s.clientLoop(); err != nil && !errors.Is(err, errQuiet) && !s.isClosing() {
+	if err := s.clientLoop(); err != nil && !errors.Is(err, errQuiet) && !s.sh.isClosing() {
 		s.log.Debug("client loop ended", zap.Error(err))
 	}
 	s.close()
@@ -172,27 +188,21 @@ func (s *session) run() {
 // handshake's (which holds what is already read; with its buffer empty it
 // reads straight into the outer one); the upstream writer is empty here.
 func (s *session) growBuffers() {
-	if s.cr.Size() < bufSize {
-		s.cr = bufio.NewReaderSize(s.cr, bufSize)
+	if s.cl.cr.Size() < bufSize {
+		s.cl.cr = bufio.NewReaderSize(s.cl.cr, bufSize)
 	}
-	if s.ur.Size() < bufSize {
-		s.ur = bufio.NewReaderSize(s.ur, bufSize)
+	if s.sv.ur.Size() < bufSize {
+		s.sv.ur = bufio.NewReaderSize(s.sv.ur, bufSize)
 	}
-	if cap(s.uw.buf) < bufSize && len(s.uw.buf) == 0 {
-		s.uw = newOutBuf(s.uw.w, bufSize)
+	if cap(s.cl.uw.buf) < bufSize && len(s.cl.uw.buf) == 0 {
+		s.cl.uw = newOutBuf(s.cl.uw.w, bufSize)
 	}
 }
 
 // close tears down both sides once: Terminate upstream, close both sockets.
 func (s *session) close() {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		s.connsClosed = true
-		s.cond.Broadcast()
-		up, key, acquired := s.upConn, s.key, s.acquired
-		client := s.traffic.Conn // the event loop may swap it (afterLoop)
-		s.mu.Unlock()
+		client, up, key, acquired := s.sh.beginClose(s.traffic)
 		s.cancel()
 		if up != nil {
 			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
@@ -209,16 +219,10 @@ func (s *session) close() {
 	})
 }
 
-func (s *session) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
-
 // sendClient writes complete messages to the client and flushes.
 func (s *session) sendClient(b []byte) error {
-	s.cwMu.Lock()
-	defer s.cwMu.Unlock()
+	s.cw.mu.Lock()
+	defer s.cw.mu.Unlock()
 	if _, err := s.cw.Write(b); err != nil {
 		return err
 	}
@@ -236,37 +240,26 @@ func shutdownError() *PgError {
 	return &PgError{Severity: "FATAL", Code: pg.CodeAdminShutdown, Message: "terminating connection due to administrator command (nlproxy shutting down)"}
 }
 
-// noteReady records a ReadyForQuery; it reports whether the session should
-// now be closed because the server is draining.
+// drain ends the session once it is idle (Shutdown): now if it is, else
+// at the ReadyForQuery that leaves it idle (noteReady), or, on the event
+// loop, when the loop finds it idle.
 func (s *session) drain() {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return
-	}
-	s.draining = true
-	if f := s.loopDrain; f != nil {
-		s.mu.Unlock()
-		f()
-		return
-	}
-	idle := s.ready && s.unitsDone == s.unitsSent && s.txStatus == 'I' && !s.translating
-	s.mu.Unlock()
-	if idle {
+	loop, idle := s.sh.drain()
+	switch {
+	case loop != nil:
+		loop()
+	case idle:
 		_ = s.sendClient(encodeError(shutdownError()))
 		s.close()
 	}
 }
 
-// fatalSeverity reports whether an ErrorResponse body (possibly truncated)
-// has severity FATAL or PANIC.
-func (s *session) currentTx() byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.txStatus
+// cancelUpstream cancels the statement running upstream with the
+// backend's own key (an executor's trial run outliving its context).
+func (s *session) cancelUpstream(ctx context.Context) error {
+	pid, secret := s.sh.backendKey()
+	if secret == nil {
+		return nil
+	}
+	return sendCancel(ctx, s.route.Address, pid, secret)
 }
-
-// finalPrelude is what runs before a generated simple query outside a
-// transaction block: SET LOCALs that make the implicit transaction of the
-// Query message read-only and time-bounded. Inside a client transaction a
-// SET LOCAL would outlive the statement, so none is added there.

@@ -24,11 +24,9 @@ func (s *Server) RelayTotals() metrics.RelayTotals {
 func (s *session) addTotals(t *metrics.RelayTotals) {
 	t.BytesFromClients += uint64(s.traffic.in.Load())
 	t.BytesToClients += uint64(s.traffic.out.Load())
-	t.MessagesFromClients += s.msgsIn.Load()
-	t.MessagesToClients += s.msgsOut.Load()
-	s.mu.Lock()
-	t.Transactions += s.xacts
-	s.mu.Unlock()
+	t.MessagesFromClients += s.sig.msgsIn.Load()
+	t.MessagesToClients += s.sig.msgsOut.Load()
+	t.Transactions += s.sh.transactions()
 }
 
 // SessionInfo describes one client connection (admin page).
@@ -56,17 +54,16 @@ func (s *Server) Sessions() []SessionInfo {
 	s.mu.Unlock()
 	out := make([]SessionInfo, 0, len(all))
 	for _, c := range all {
-		c.mu.Lock()
+		st := c.sh.status()
 		info := SessionInfo{
-			Client: c.clientAddr, Started: c.started, Ready: c.ready, Asking: c.translating, BackendPID: c.realPID,
-			TxStatus: txName(c.txStatus),
+			Client: c.clientAddr, Started: c.started, Ready: st.ready, Asking: st.translating, BackendPID: st.pid,
+			TxStatus: txName(st.tx),
 		}
-		if c.ready {
+		if st.ready {
 			// user, database and clientTLS are written by the handshake,
-			// before ready is set under mu.
+			// before ready is set under the shared lock.
 			info.User, info.Database, info.TLS = c.user, c.database, c.clientTLS
 		}
-		c.mu.Unlock()
 		info.BytesIn, info.BytesOut = c.traffic.in.Load(), c.traffic.out.Load()
 		out = append(out, info)
 	}

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/pg"
+)
+
+// Statement injection: the proxy's own messages on the client's session.
+// A generated statement runs only as the sealed sealed.Statement, through the
+// proxy's own named statement and portal, between the Enter and Exit of a
+// guard scope; every message is queued with what to do with its replies
+// (replies.go) before it is written.
+
+// ownName names the proxy's own statement and portal; placeholder is a
+// statement that never exists. Control characters keep both out of any
+// client's way.
+const (
+	ownName     = "\x01nlproxy"
+	placeholder = "\x01nlproxy-none"
+)
+
+// answerQuery answers a simple Query with an ask statement at a synced
+// point (transaction status tx): rows the proxy made go to the client as
+// rows, never as SQL; a statement runs sealed in the read-only scope.
+func (s *session) answerQuery(tx byte, st *askStmt) error {
+	// A simple Query drops the unnamed statement and portal, here too.
+	delete(s.cl.stmts, "")
+	if st.rows != nil {
+		out := s.rowDescription(st.rows, nil)
+		out = append(out, s.dataRows(st.rows, 0, len(st.rows.Rows))...)
+		out = append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", len(st.rows.Rows))})...)
+		out = append(out, 'Z', 0, 0, 0, 5, tx)
+		return s.sendClient(out)
+	}
+	scope, err := sealed.RunScope(pg.TxStatus(tx), st.timeout)
+	if err != nil {
+		return s.failQuery(translatorError(err))
+	}
+	s.cl.batchOpen = false
+	delete(s.cl.portals, "")
+	drop := expect{msg: 'C', act: actDrop}
+	s.send(drop, closeMsg('P', ""))
+	s.send(drop, closeMsg('S', ""))
+	s.injectAll(scope.Enter, nil)
+	s.injectStatement(st.stmt, actRelay, nil, 0)
+	s.injectAll(scope.Exit, nil)
+	s.sync(actRelay, nil)
+	return nil
+}
+
+// prepareOwn prepares st's sealed statement as the proxy's own statement for
+// the one message of the client's that follows (Bind, Describe); closeOwn
+// comes right after that message. An error in between (the server skips to
+// Sync) leaves the statement to dropOwn.
+func (s *session) prepareOwn(st *askStmt) {
+	drop := expect{act: actDrop}
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, st.stmt.SQL(), st.tail))
+	s.cl.ownLive = true
+}
+
+// bindOwn binds the proxy's own portal as the client bound p (see
+// askPortal.bind); the statement is closed again at once.
+func (s *session) bindOwn(p *askPortal) {
+	s.prepareOwn(p.stmt)
+	b := *p.bind
+	b.DestinationPortal, b.PreparedStatement = ownName, ownName
+	s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName)) // a scope statement's
+	s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+	s.closeOwn()
+}
+
+func (s *session) closeOwn() {
+	s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ownName))
+}
+
+// dropOwn closes the proxy's own statement and portal after a batch that
+// made them: they hold sealed or scope SQL, and no name upstream may reach
+// that outside the ask path. The Closes form a batch of their own, after
+// the Sync, so no error before them can make the server skip them.
+func (s *session) dropOwn() {
+	if !s.cl.ownLive {
+		return
+	}
+	s.cl.ownLive = false
+	drop := expect{msg: 'C', act: actDrop}
+	s.send(drop, closeMsg('P', ownName))
+	s.send(drop, closeMsg('S', ownName))
+	s.replies.push(expect{msg: 'S', act: actDrop})
+	s.sent()
+	_, _ = s.cl.uw.Write(syncMsg)
+}
+
+// injectAll sends the proxy's own statements (scope SQL); their replies are
+// dropped, their errors go to k or else to the client.
+func (s *session) injectAll(sqls []string, k *sink) {
+	for _, sql := range sqls {
+		s.inject(sql, k)
+	}
+}
+
+// inject runs one of the proxy's fixed statements through its own named
+// statement and portal (never the client's unnamed ones), closing any left
+// from a batch an error cut short.
+func (s *session) inject(sql string, k *sink) {
+	s.cl.ownLive = true
+	drop := expect{act: actDrop, sink: k}
+	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, sql, []byte{0, 0}))
+	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
+	s.send(withMsg(drop, 'E'), executeMsg(ownName, 0))
+}
+
+// injectStatement sends a sealed statement — the only way generated SQL
+// reaches the server — described and executed with act (relay to the
+// client, or capture into k), at most maxRows rows (0: all).
+func (s *session) injectStatement(stmt sealed.Statement, act replyAct, k *sink, maxRows int) {
+	s.cl.ownLive = true
+	drop := expect{act: actDrop, sink: k}
+	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
+	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
+	s.send(withMsg(drop, 'P'), parseMsg(ownName, stmt.SQL(), []byte{0, 0}))
+	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
+	s.send(expect{msg: 'D', act: act, sink: k}, describeMsg('P', ownName))
+	s.send(expect{msg: 'E', act: act, sink: k}, executeMsg(ownName, maxRows))
+}
+
+// sync ends a batch of the proxy's.
+func (s *session) sync(act replyAct, k *sink) {
+	s.replies.push(expect{msg: 'S', act: act, sink: k})
+	s.sent()
+	_, _ = s.cl.uw.Write(syncMsg)
+	s.dropOwn()
+}
+
+// send queues e and writes msg upstream; a write error surfaces at Flush.
+func (s *session) send(e expect, msg []byte) {
+	s.replies.push(e)
+	_, _ = s.cl.uw.Write(msg)
+}
+
+func withMsg(e expect, msg byte) expect {
+	e.msg = msg
+	return e
+}

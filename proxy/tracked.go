@@ -1,0 +1,566 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/pg"
+)
+
+// Tracked mode: while an ask is in play (a prepared ask in the table, a
+// reply outstanding), every client message is read whole and queued with
+// the handling of its replies, so the server side can attribute each reply
+// (replies.go). Here too is the table of prepared asks and its lifecycle
+// (Bind, Describe, Execute, Close, DEALLOCATE, EXECUTE), and the points where
+// an ask enters the stream (settleBatch) or fails at its place in it.
+
+// askStmt is a prepared statement the client made from a marker Parse. It
+// lives in the proxy's table only: the sealed statement is prepared
+// upstream, as the proxy's own statement, just for the Bind or Describe
+// that needs it and closed right after, so no name upstream reaches it
+// (EXECUTE, a Bind by name) around the read-only scope, and its lifecycle
+// (Close, DEALLOCATE, re-Parse) is the proxy's to answer as Postgres would.
+type askStmt struct {
+	stmt    sealed.Statement
+	tail    []byte // the client's Parse: parameter types
+	timeout time.Duration
+	// rows, when set, is an ask-sql answer the proxy serves itself.
+	rows *StaticResult
+}
+
+// askPortal is a portal bound to an askStmt.
+type askPortal struct {
+	stmt *askStmt
+	// perExecute: bound inside the client's transaction block, so every
+	// Execute gets its own read-only savepoint (idle, the batch's implicit
+	// transaction was made read-only at the Bind).
+	perExecute bool
+	// bind, in a transaction block, is the client's Bind, not yet made
+	// upstream: each Execute binds the proxy's own portal inside its
+	// savepoint, which ends it, so no portal of the ask outlives the scope
+	// (FETCH names portals too). A partial Execute (row limit) binds the
+	// client's portal for good, as the rows must resume.
+	bind    *pgproto3.Bind
+	formats []int16 // result formats asked by the Bind (emulated rows)
+	pos     int     // emulated rows already sent
+}
+
+// trackedRequest handles one client message while an ask is in play.
+func (s *session) trackedRequest(typ byte, n int) error {
+	s.applyDiscard()
+	if s.cl.skipBatch && typ != 'S' && typ != 'X' {
+		// The batch before an ask failed (found when the proxy synced it):
+		// the server would skip the rest of it, so the proxy does.
+		_, err := s.cl.cr.Discard(5 + n)
+		return err
+	}
+	var err error
+	switch typ {
+	case 'Q':
+		err = s.trackedQuery(n)
+	case 'P':
+		err = s.trackedParse(n)
+	case 'B':
+		err = s.trackedBind(n)
+	case 'D':
+		err = s.trackedDescribe(n)
+	case 'E':
+		err = s.trackedExecute(n)
+	case 'C':
+		err = s.trackedClose(n)
+	case 'S', 'F':
+		s.cl.skipBatch = false
+		s.cl.batchOpen = false
+		s.replies.push(expect{msg: typ, act: actRelay})
+		s.sent()
+		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
+		if typ == 'S' {
+			s.dropOwn()
+		}
+	case 'X':
+		return s.terminate(n)
+	default: // Flush, COPY data: no reply of their own
+		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
+	}
+	if err != nil {
+		return err
+	}
+	s.maybeUntrack()
+	return nil
+}
+
+// maybeUntrack returns to the plain relay once no ask statement is left
+// and no reply is outstanding.
+func (s *session) maybeUntrack() {
+	if len(s.cl.stmts) == 0 && len(s.cl.portals) == 0 && !s.cl.batchOpen && s.replies.empty() {
+		s.sig.tracked.Store(false)
+	}
+}
+
+func (s *session) trackedQuery(n int) error {
+	msg, err := s.readQuery(n)
+	if err != nil {
+		return err
+	}
+	prefix, m, err := s.queryAsk(msg[5 : len(msg)-1])
+	switch {
+	case err != nil:
+		return err
+	case prefix != "":
+		return s.askQueryAfter(prefix, m, msg)
+	case m.Kind != MarkerNone:
+		return s.askQuery(m, msg) // a misused table function too: its error
+	}
+	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
+		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
+			return err
+		}
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.cl.stmts[name] != nil && name != "" {
+		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
+			return err
+		}
+	}
+	// A simple Query drops the unnamed statement and portal.
+	delete(s.cl.stmts, "")
+	delete(s.cl.portals, "")
+	s.replies.push(expect{msg: 'Q', act: actRelay})
+	s.sent()
+	s.cl.batchOpen = false
+	_, err = s.cl.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedParse(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	name, m, tail, err := s.readParse(msg)
+	if err != nil {
+		return err
+	}
+	if m.Kind != MarkerNone {
+		return s.askParse(m, msg, name, tail)
+	}
+	s.cl.batchOpen = true
+	if name != "" && s.cl.stmts[name] != nil {
+		return s.failParse(name, tail, duplicateStatement(name))
+	}
+	delete(s.cl.stmts, name)
+	s.replies.push(expect{msg: 'P', act: actRelay})
+	_, err = s.cl.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedBind(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var b pgproto3.Bind
+	if err := b.Decode(msg[5:]); err != nil {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Bind message")
+	}
+	st := s.cl.stmts[b.PreparedStatement]
+	if st == nil || st.rows != nil {
+		s.cl.batchOpen = true
+	}
+	switch {
+	case st == nil:
+		if b.DestinationPortal == "" {
+			// The unnamed portal is replaced; a named one that exists
+			// stays, the Bind failing (42P03), so its entry stays too.
+			delete(s.cl.portals, "")
+		}
+		s.replies.push(expect{msg: 'B', act: actRelay})
+		_, err = s.cl.uw.Write(msg)
+		return err
+	case st.rows != nil:
+		s.cl.portals[b.DestinationPortal] = &askPortal{stmt: st, formats: append([]int16(nil), b.ResultFormatCodes...)}
+		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
+	}
+	// Running generated SQL starts here: the transaction state must be
+	// known exactly, so the batch so far is synced first.
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return s.passMarker('B', msg)
+	}
+	if err != nil || !ok {
+		return err
+	}
+	s.cl.batchOpen = true
+	p := &askPortal{stmt: st}
+	switch tx := s.sh.tx(); tx {
+	case 'I':
+		scope, err := sealed.RunScope(pg.TxIdle, st.timeout)
+		if err != nil {
+			return err
+		}
+		s.injectAll(scope.Enter, nil)
+	case 'T':
+		p.perExecute = true
+		p.bind = &b
+		s.cl.portals[b.DestinationPortal] = p
+		return s.placeholderReply(mustEncode(&pgproto3.BindComplete{}))
+	default: // failed transaction: the server refuses the Bind itself
+	}
+	s.cl.portals[b.DestinationPortal] = p
+	s.prepareOwn(st)
+	b.PreparedStatement = ownName
+	s.replies.push(expect{msg: 'B', act: actRelay})
+	if _, err := s.cl.uw.Write(mustEncode(&b)); err != nil {
+		return err
+	}
+	s.closeOwn() // the portal keeps its plan
+	return nil
+}
+
+func (s *session) trackedDescribe(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var d pgproto3.Describe
+	if err := d.Decode(msg[5:]); err != nil {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Describe message")
+	}
+	s.cl.batchOpen = true
+	switch {
+	case d.ObjectType == 'S' && s.cl.stmts[d.Name] != nil:
+		st := s.cl.stmts[d.Name]
+		if st.rows != nil {
+			out := mustEncode(&pgproto3.ParameterDescription{})
+			return s.placeholderReply(append(out, s.rowDescription(st.rows, nil)...))
+		}
+		s.prepareOwn(st)
+		d.Name = ownName
+		s.replies.push(expect{msg: 'D', act: actRelay})
+		if _, err := s.cl.uw.Write(mustEncode(&d)); err != nil {
+			return err
+		}
+		s.closeOwn()
+		return nil
+	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].stmt.rows != nil:
+		p := s.cl.portals[d.Name]
+		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
+	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].bind != nil:
+		// Described from the proxy's own portal, bound and closed for it,
+		// inside a read-only, pinned savepoint: binding plans the statement,
+		// and planning may evaluate functions.
+		p := s.cl.portals[d.Name]
+		scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
+		if err != nil {
+			return err
+		}
+		s.injectAll(scope.Enter, nil)
+		s.bindOwn(p)
+		s.replies.push(expect{msg: 'D', act: actRelay})
+		if _, err := s.cl.uw.Write(describeMsg('P', ownName)); err != nil {
+			return err
+		}
+		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		s.injectAll(scope.Exit, nil)
+		return nil
+	}
+	s.replies.push(expect{msg: 'D', act: actRelay})
+	_, err = s.cl.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedExecute(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var e pgproto3.Execute
+	if err := e.Decode(msg[5:]); err != nil {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Execute message")
+	}
+	s.cl.batchOpen = true
+	p := s.cl.portals[e.Portal]
+	switch {
+	case p != nil && p.stmt.rows != nil:
+		return s.placeholderReply(s.emulatedRows(p, int(e.MaxRows)))
+	case p != nil && p.perExecute:
+		// Inside the client's transaction: a read-only, bounded savepoint
+		// around this Execute only, rolled back after it.
+		scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
+		if err != nil {
+			return err
+		}
+		if p.bind != nil && e.MaxRows > 0 {
+			s.prepareOwn(p.stmt)
+			b := *p.bind
+			b.PreparedStatement = ownName
+			s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+			s.closeOwn()
+			p.bind = nil
+		}
+		s.injectAll(scope.Enter, nil)
+		if p.bind != nil {
+			s.bindOwn(p)
+			msg = executeMsg(ownName, 0)
+		}
+		s.replies.push(expect{msg: 'E', act: actRelay})
+		if _, err := s.cl.uw.Write(msg); err != nil {
+			return err
+		}
+		if p.bind != nil {
+			s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		}
+		s.injectAll(scope.Exit, nil)
+		return nil
+	}
+	s.replies.push(expect{msg: 'E', act: actRelay})
+	_, err = s.cl.uw.Write(msg)
+	return err
+}
+
+func (s *session) trackedClose(n int) error {
+	msg, err := s.readMsg(n)
+	if err != nil {
+		return err
+	}
+	var c pgproto3.Close
+	if err := c.Decode(msg[5:]); err != nil {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Close message")
+	}
+	s.cl.batchOpen = true
+	switch c.ObjectType {
+	case 'S':
+		if st := s.cl.stmts[c.Name]; st != nil {
+			delete(s.cl.stmts, c.Name) // nothing of it is upstream
+			return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
+		}
+	case 'P':
+		if p := s.cl.portals[c.Name]; p != nil {
+			delete(s.cl.portals, c.Name)
+			if p.stmt.rows != nil || p.bind != nil { // not upstream
+				return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
+			}
+		}
+	}
+	s.replies.push(expect{msg: 'C', act: actRelay})
+	_, err = s.cl.uw.Write(msg)
+	return err
+}
+
+func (s *session) readMsg(n int) ([]byte, error) {
+	msg := make([]byte, 5+n)
+	_, err := io.ReadFull(s.cl.cr, msg)
+	return msg, err
+}
+
+// lifecycleQuery answers a simple Query that names an ask statement
+// (DEALLOCATE, EXECUTE, PREPARE) as Postgres would, and keeps the table in
+// step with DEALLOCATE ALL and DISCARD ALL. done is false when the Query
+// is the server's to answer as it is.
+func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err error) {
+	if lc.kind == lcDeallocateAll {
+		// The server answers; its tag says whether the asks went too
+		// (noteDiscard), and the client's next message must find the
+		// table as the server left it.
+		delete(s.cl.stmts, "")
+		delete(s.cl.portals, "")
+		s.replies.push(expect{msg: 'Q', act: actRelay})
+		s.sent()
+		s.cl.batchOpen = false
+		if _, err := s.cl.uw.Write(msg); err != nil {
+			return true, err
+		}
+		if err := s.cl.uw.Flush(); err != nil {
+			return true, err
+		}
+		if err := s.sh.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
+			return true, err
+		}
+		s.applyDiscard()
+		return true, nil
+	}
+	st := s.cl.stmts[lc.name]
+	if st == nil || lc.name == "" {
+		return false, nil
+	}
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return true, err
+	}
+	tx := s.sh.tx()
+	if tx == 'E' {
+		return false, nil // refused like any statement there (25P02)
+	}
+	switch lc.kind {
+	case lcDeallocate:
+		delete(s.cl.stmts, lc.name)
+		return true, s.synthQuery(mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")}))
+	case lcPrepare:
+		return true, s.failQuery(duplicateStatement(lc.name))
+	case lcExecute:
+		return true, s.answerQuery(tx, st)
+	}
+	return false, nil
+}
+
+// deallocateAround answers a DEALLOCATE of an ask between
+// transaction-control statements in one Query (see deallocateAround in
+// lifecycle.go): the statements before it run as a Query of their own, the
+// proxy answers the DEALLOCATE, and the statements after it run as the
+// Query whose ReadyForQuery ends the client's.
+func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err error) {
+	ok, err := s.settleBatch()
+	if errors.Is(err, errCopyIn) {
+		return false, nil
+	}
+	if err != nil || !ok {
+		return true, err
+	}
+	if s.sh.tx() == 'E' {
+		return false, nil // refused like any statement there (25P02)
+	}
+	if prefix != "" {
+		s.replies.push(expect{msg: 'Q', act: actRelayBody})
+		s.sent()
+		if _, err := s.cl.uw.Write(queryMsg(prefix)); err != nil {
+			return true, err
+		}
+		if err := s.cl.uw.Flush(); err != nil {
+			return true, err
+		}
+		if err := s.sh.waitIdle(); err != nil {
+			return true, err
+		}
+		if s.sh.unitFailed() {
+			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.sh.tx()})
+		}
+	}
+	delete(s.cl.stmts, name)
+	tag := mustEncode(&pgproto3.CommandComplete{CommandTag: []byte("DEALLOCATE")})
+	if strings.TrimSpace(suffix) == "" {
+		return true, s.synthQuery(tag)
+	}
+	if err := s.sendClient(tag); err != nil {
+		return true, err
+	}
+	s.replies.push(expect{msg: 'Q', act: actRelay})
+	s.sent()
+	s.cl.batchOpen = false
+	_, err = s.cl.uw.Write(queryMsg(suffix))
+	return true, err
+}
+
+// applyDiscard empties the table after the server dropped every prepared
+// statement (DEALLOCATE ALL) or, with DISCARD ALL, every portal too.
+func (s *session) applyDiscard() {
+	switch s.sig.discarded.Swap(0) {
+	case discardAll:
+		clear(s.cl.portals)
+		clear(s.cl.stmts)
+	case deallocateAll:
+		clear(s.cl.stmts)
+	}
+}
+
+// synthQuery answers a simple Query with reply, made by the proxy: an empty
+// Query upstream gives the genuine ReadyForQuery after it.
+func (s *session) synthQuery(reply []byte) error {
+	s.replies.push(expect{msg: 'Q', act: actSynth, synth: reply})
+	s.sent()
+	s.cl.batchOpen = false
+	_, err := s.cl.uw.Write(queryMsg(""))
+	return err
+}
+
+// settleBatch makes sure nothing of the client's is in flight before an
+// ask, so the transaction state is known: a batch the client has not synced
+// yet is ended with a Sync of the proxy's (statements before an ask in the
+// same pipeline thus commit on their own). ok is false when that batch
+// failed: the server would skip the rest of it, ask included, and so does
+// the proxy until the client's Sync.
+func (s *session) settleBatch() (ok bool, err error) {
+	split := s.cl.batchOpen
+	if split {
+		if s.sig.tracked.Load() {
+			s.sync(actDrop, nil)
+		} else {
+			s.sig.swallowZ.Add(1)
+			s.sent()
+			if _, err := s.cl.uw.Write(syncMsg); err != nil {
+				return false, err
+			}
+		}
+		s.cl.batchOpen = false
+	}
+	if err := s.cl.uw.Flush(); err != nil {
+		return false, err
+	}
+	if err := s.sh.waitIdle(); err != nil {
+		return false, err
+	}
+	if split && s.sh.unitFailed() {
+		s.cl.skipBatch = true
+		s.sig.tracked.Store(true)
+		return false, nil
+	}
+	s.sig.tracked.Store(true)
+	return true, nil
+}
+
+// errCopyIn: the server waits for COPY data, so it will not become idle;
+// a marker then is passed on untranslated, and the server answers it with
+// the protocol error it is.
+var errCopyIn = errors.New("proxy: upstream is in COPY FROM STDIN")
+
+// passMarker forwards a message as the client sent it (see errCopyIn).
+func (s *session) passMarker(typ byte, msg []byte) error {
+	if s.sig.tracked.Load() {
+		s.replies.push(expect{msg: typ, act: actRelay})
+	}
+	if typ == 'Q' {
+		s.sent()
+		s.cl.batchOpen = false
+	}
+	_, err := s.cl.uw.Write(msg)
+	if typ == 'Q' {
+	}
+	return err
+}
+
+// failQuery makes a simple-protocol ask fail at its place in the stream
+// with Postgres's own error handling: a statement upstream that fails, its
+// error replaced by the proxy's.
+func (s *session) failQuery(e *PgError) error {
+	s.replies.push(expect{msg: 'Q', act: actRelay, sentinel: e})
+	s.sent()
+	s.cl.batchOpen = false
+	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
+	return err
+}
+
+// failParse does the same for a Parse: the server then skips the rest of
+// the batch, as it would after any failed Parse.
+func (s *session) failParse(name string, tail []byte, e *PgError) error {
+	s.replies.push(expect{msg: 'P', act: actRelay, sentinel: e})
+	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
+	return err
+}
+
+// placeholderReply queues a reply the proxy makes itself at the current
+// place in the stream (see actSynth).
+func (s *session) placeholderReply(reply []byte) error {
+	s.replies.push(expect{msg: 'C', act: actSynth, synth: reply})
+	_, err := s.cl.uw.Write(closeMsg('S', placeholder))
+	return err
+}
+
+func duplicateStatement(name string) *PgError {
+	return &PgError{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
+}
