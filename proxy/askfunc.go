@@ -37,9 +37,8 @@ type AskFunc struct {
 	Err *PgError
 }
 
-// AskFuncParser is implemented by a Translator that understands the
-// table-function form (router.Translator does, with pg_query). Without it
-// the form is ordinary SQL and goes upstream.
+// AskFuncParser reads the table-function form (Server.AskFuncs;
+// router.Translator is one, with pg_query).
 type AskFuncParser interface {
 	// ParseAskFunc returns the ask sql holds; ok is false when sql does not
 	// parse or names no nlproxy.* function.
@@ -88,9 +87,12 @@ func findAskFunc(p AskFuncParser, sql string) Marker {
 	return m
 }
 
-// askFuncs is the session's translator as an AskFuncParser, nil when it is
-// none.
+// askFuncs is Server.AskFuncs, or else the translator as an
+// AskFuncParser; nil when neither is set.
 func (s *session) askFuncs() AskFuncParser {
+	if s.srv.AskFuncs != nil {
+		return s.srv.AskFuncs
+	}
 	p, _ := s.srv.Translator.(AskFuncParser)
 	return p
 }

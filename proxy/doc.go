@@ -13,8 +13,8 @@
 //   - Executor is what this package hands the Translator so that trial runs
 //     happen on the client's own session (the engine's Executor is the same
 //     interface).
-//   - AskFuncParser, an optional interface of a Translator, reads the
-//     table-function form: the relay parses no SQL itself.
+//   - AskFuncParser (Server.AskFuncs, or the Translator when it is one)
+//     reads the table-function form: the relay parses no SQL itself.
 //   - Server.OnAsk receives an AskRecord per settled ask, with the engine's
 //     account (internal/askreport) when there is one; the recorders (audit
 //     log, admin page, metrics) are wired in cmd/nlproxy.

@@ -148,7 +148,7 @@ func TestEventLoopHandsOffEveryAskForm(t *testing.T) {
 	needPG(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, addr := trustServer(t, &Server{})
+	srv, addr := trustServer(t, &Server{AskFuncs: pgQueryAskFuncs{}})
 	for _, tc := range []struct {
 		name, sql string
 		extended  bool

@@ -58,6 +58,10 @@ type Server struct {
 	MaxMessageSize int
 	// Translator turns natural-language statements into SQL; nil answers them with 0A000.
 	Translator Translator
+	// AskFuncs reads the table-function form (nlproxy.ask(…) in FROM);
+	// nil: the Translator, when it is an AskFuncParser. Without either the
+	// form is ordinary SQL.
+	AskFuncs AskFuncParser
 	// MaxAsks caps natural-language statements being answered at once by
 	// the whole proxy, MaxAsksPerClient by one client host; over either the
 	// ask fails at once with 53400. Zero means the defaults (32 and 4).

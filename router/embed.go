@@ -11,12 +11,19 @@ import (
 	"github.com/nlproxy/nlproxy/router/askfunc"
 )
 
-// ParseAskFunc implements proxy.AskFuncParser: the relay parses no SQL, so
-// the table-function form is read here, with pg_query.
-func (Translator) ParseAskFunc(sql string) (proxy.AskFunc, bool) {
+// AskFuncs is a proxy.AskFuncParser: the relay parses no SQL, so the
+// table-function form is read here, with pg_query (router/askfunc).
+type AskFuncs struct{}
+
+// ParseAskFunc implements proxy.AskFuncParser.
+func (AskFuncs) ParseAskFunc(sql string) (proxy.AskFunc, bool) {
 	c, ok := askfunc.Find(sql)
 	return proxy.AskFunc(c), ok
 }
+
+// ParseAskFunc makes a Translator a proxy.AskFuncParser too, so that a
+// Server given only a Translator reads the form it answers.
+func (Translator) ParseAskFunc(sql string) (proxy.AskFunc, bool) { return AskFuncs{}.ParseAskFunc(sql) }
 
 // embedded answers the table-function form (SELECT … FROM nlproxy.ask('…')
 // …): the question is answered as its marker would be, the answer takes the

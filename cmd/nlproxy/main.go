@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/router"
 )
 
 func main() {
@@ -217,6 +218,9 @@ func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
 		MaxMessageSize:           cfg.MaxMessageSize,
 		GoroutineRelay:           cfg.GoroutineRelay,
 		Logger:                   logger,
+		// The relay parses no SQL: the table-function form is read by the
+		// router's parser, with or without an engine.
+		AskFuncs: router.AskFuncs{},
 	}
 	for _, e := range cfg.Upstreams {
 		u, err := proxy.ParseUpstream(e.Database, e.URL)

@@ -2,8 +2,8 @@
 // and the scopes every run of one on a client's session goes through. The
 // relay (proxy) and the engine both import it; only the guard (package
 // guard, which parses with pg_query) can make a non-zero Statement (see
-// guard/internal/stmt for how Go enforces that). It imports internal/pg
-// and nothing else of the project.
+// guard/internal/stmt for how Go enforces that). Of the project it imports
+// internal/pg only (and the Statement type's own package).
 package sealed
 
 import (
@@ -16,6 +16,18 @@ import (
 	"github.com/nlproxy/nlproxy/guard/internal/stmt"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
+
+// Statement is SQL the guard accepted, sealed: the one form nlproxy ever
+// sends upstream. Only guard.Seal (and what the guard derives from a sealed
+// statement) makes a non-zero one; the zero value holds nothing.
+type Statement = stmt.Statement
+
+// PinnedSearchPath is the search_path inside every Scope. Functions and
+// operators are never looked up in pg_temp, so an unqualified call or
+// operator can only mean pg_catalog's; pg_temp is named last so that it is
+// not searched first for relations and types (it would be, left out). Seal
+// qualifies every relation and type, so pg_temp is never reached at all.
+const PinnedSearchPath = "pg_catalog, pg_temp"
 
 // Scope is what surrounds every run of a sealed Statement on a client's
 // session: statements that make the run read-only and time-bounded, and
@@ -31,18 +43,6 @@ import (
 // Every statement here is fixed ASCII text (the only variables are a number
 // and, in TrialScopeAs, a role name quoted as an ASCII E-string literal), so it
 // lexes the same under any session setting.
-// Statement is SQL the guard accepted, sealed: the one form nlproxy ever
-// sends upstream. Only guard.Seal (and what the guard derives from a sealed
-// statement) makes a non-zero one; the zero value holds nothing.
-type Statement = stmt.Statement
-
-// PinnedSearchPath is the search_path inside every Scope. Functions and
-// operators are never looked up in pg_temp, so an unqualified call or
-// operator can only mean pg_catalog's; pg_temp is named last so that it is
-// not searched first for relations and types (it would be, left out). Seal
-// qualifies every relation and type, so pg_temp is never reached at all.
-const PinnedSearchPath = "pg_catalog, pg_temp"
-
 type Scope struct {
 	// Enter runs before the statement.
 	Enter []string
