@@ -98,7 +98,7 @@ func relayedPlainByGoroutines(t *testing.T, msg []byte) bool {
 // keptByLoop reports whether the event loop's clientMsg passes the message
 // on itself rather than handing the session to the goroutine relay.
 func keptByLoop(t *testing.T, typ byte, n int, msg []byte) bool {
-	srv := &Server{}
+	srv := &Server{AskFuncs: pgQueryAskFuncs{}}
 	l := &eventLoop{srv: srv, sessions: 1, epfd: -1} // no sockets: finish only forgets them
 	ls := &loopSess{s: newEntrySession(), cfd: 1 << 20, ufd: 1<<20 + 1, done: make(chan loopResult, 1)}
 	ls.c.buf = make([]byte, bufSize)
@@ -115,9 +115,10 @@ func keptByLoop(t *testing.T, typ byte, n int, msg []byte) bool {
 	return ok
 }
 
-// newEntrySession is a session after its handshake, closing (see entrySession).
+// newEntrySession is a session after its handshake, closing (see entrySession),
+// reading the table-function form as router.Translator does.
 func newEntrySession() *session {
-	s := &session{srv: &Server{}, log: zap.NewNop(), maxMsg: 1 << 30,
+	s := &session{srv: &Server{AskFuncs: pgQueryAskFuncs{}}, log: zap.NewNop(), maxMsg: 1 << 30,
 		cl: clientSide{stmts: map[string]*askStmt{}, portals: map[string]*askPortal{}}}
 	s.sh.init()
 	s.sh.setClosing()
