@@ -11,6 +11,8 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/metrics"
 )
 
 // CollectorOptions configure a Collector.
@@ -183,4 +185,10 @@ func (c *Collector) Stats() Stats {
 		st.Stored += p.Len()
 	}
 	return st
+}
+
+// WorkloadTotals is Stats for the metrics (metrics.WorkloadSource).
+func (c *Collector) WorkloadTotals() metrics.WorkloadTotals {
+	s := c.Stats()
+	return metrics.WorkloadTotals{Captured: s.Captured, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt, Stored: s.Stored}
 }
