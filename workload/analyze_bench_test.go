@@ -25,3 +25,25 @@ func BenchmarkFingerprint(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkObserve is the relay's side of capture: a copy and a
+// non-blocking send, the queue drained by another goroutine.
+func BenchmarkObserve(b *testing.B) {
+	c := NewCollector(NewStore("", Limits{}), CollectorOptions{QueueSize: 1 << 16})
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-c.queue:
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer close(done)
+	sql := []byte(benchSQL)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Observe("postgres", "app", sql)
+	}
+}
