@@ -135,15 +135,12 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 }
 
-// drain learns what is already queued, without waiting for more.
+// drain learns what was queued when it started, so that statements
+// arriving faster than they are learnt cannot keep the worker from saving
+// or stopping.
 func (c *Collector) drain() {
-	for {
-		select {
-		case o := <-c.queue:
-			c.learn(o)
-		default:
-			return
-		}
+	for n := len(c.queue); n > 0; n-- {
+		c.learn(<-c.queue)
 	}
 }
 
