@@ -35,7 +35,7 @@ type CollectorOptions struct {
 	// the worker is idle). The queue must hold what arrives in between.
 	// Default 50ms.
 	DrainEvery time.Duration
-	Logger    *zap.Logger
+	Logger     *zap.Logger
 }
 
 // Stats are a Collector's running totals.
