@@ -24,6 +24,9 @@ func (s *session) clientQuery(n int) error {
 		return err
 	}
 	if !mightAsk('Q', body, complete) {
+		if complete {
+			s.observe('Q', body)
+		}
 		s.sent()
 		s.cl.batchOpen = false
 		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
@@ -37,6 +40,7 @@ func (s *session) clientQuery(n int) error {
 	case err != nil:
 		return err
 	case m.Kind == MarkerNone:
+		s.observe('Q', msg[5:])
 		s.sent()
 		s.cl.batchOpen = false
 		_, err := s.cl.uw.Write(msg)
@@ -54,6 +58,9 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	if !mightAsk('P', body, complete) {
+		if complete {
+			s.observe('P', body)
+		}
 		s.cl.batchOpen = true
 		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
@@ -66,6 +73,7 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	if m.Kind == MarkerNone {
+		s.observe('P', msg[5:])
 		s.cl.batchOpen = true
 		_, err := s.cl.uw.Write(msg)
 		return err

@@ -129,6 +129,7 @@ func (s *session) trackedQuery(n int) error {
 	// A simple Query drops the unnamed statement and portal.
 	delete(s.cl.stmts, "")
 	delete(s.cl.portals, "")
+	s.observe('Q', msg[5:])
 	s.replies.push(expect{msg: 'Q', act: actRelay})
 	s.sent()
 	s.cl.batchOpen = false
@@ -153,6 +154,7 @@ func (s *session) trackedParse(n int) error {
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
 	delete(s.cl.stmts, name)
+	s.observe('P', msg[5:])
 	s.replies.push(expect{msg: 'P', act: actRelay})
 	_, err = s.cl.uw.Write(msg)
 	return err

@@ -43,8 +43,9 @@ type Config struct {
 	LogLevel  string
 	LogFormat string
 
-	Engine EngineConfig
-	Ops    OpsConfig
+	Engine   EngineConfig
+	Ops      OpsConfig
+	Workload WorkloadConfig
 }
 
 // EngineConfig configures natural-language questions.
@@ -357,6 +358,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.Ops.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Workload.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

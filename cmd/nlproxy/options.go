@@ -17,6 +17,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
+	"github.com/nlproxy/nlproxy/workload"
 )
 
 // option is one setting of `nlproxy serve`. The flag, the environment
@@ -298,6 +299,26 @@ func options() []option {
 		{Flag: "catalog-store-poll", Env: env("CATALOG_STORE_POLL"), YAML: "ops.catalog_store_poll", Default: 10 * time.Second,
 			Help:  "how often a replica looks in the catalog store for a snapshot another replica saved",
 			Field: func(c *Config) any { return &c.Ops.CatalogStorePoll }},
+
+		// Workload learning (docs/workload.md).
+		{Flag: "learn-workload", Env: env("LEARN_WORKLOAD"), YAML: "workload.learn",
+			Help:  "learn join paths, column use and normalised queries (no literals) from the plain statements relayed; see docs/workload.md",
+			Field: func(c *Config) any { return &c.Workload.Learn }},
+		{Flag: "workload-max-queries", Env: env("WORKLOAD_MAX_QUERIES"), YAML: "workload.max_queries", Default: workload.DefaultMaxQueries,
+			Help:  "statement fingerprints kept per database; the least recently seen go first",
+			Field: func(c *Config) any { return &c.Workload.MaxQueries }},
+		{Flag: "workload-max-age", Env: env("WORKLOAD_MAX_AGE"), YAML: "workload.max_age", Default: workload.DefaultMaxAge,
+			Help:  "forget fingerprints not seen for this long; 0 keeps them",
+			Field: func(c *Config) any { return &c.Workload.MaxAge }},
+		{Flag: "workload-deny", Env: env("WORKLOAD_DENY"), YAML: "workload.deny",
+			Help:  "regular expression: statements it matches (raw text, literals included) are never learnt from",
+			Field: func(c *Config) any { return &c.Workload.Deny }},
+		{Flag: "workload-sample", Env: env("WORKLOAD_SAMPLE"), YAML: "workload.sample", Default: float64(1),
+			Help:  "share of relayed statements captured, in (0, 1]",
+			Field: func(c *Config) any { return &c.Workload.Sample }},
+		{Flag: "workload-queue", Env: env("WORKLOAD_QUEUE"), YAML: "workload.queue", Default: 1024,
+			Help:  "statements waiting to be learnt; when full, more are dropped, never waited for",
+			Field: func(c *Config) any { return &c.Workload.Queue }},
 	}
 }
 
