@@ -31,10 +31,17 @@ func (s *session) observe(typ byte, body []byte) {
 // message yet: it looks at it in the read buffer, where clientQuery and
 // clientParse have already peeked it.
 func (s *session) observePeek(typ byte, n int) {
-	if o := s.srv.Observer; o != nil && 5+n <= s.cr.Size() {
-		if b, err := s.cr.Peek(5 + n); err == nil {
-			observeBody(o, s.database, s.user, typ, b[5:])
-		}
+	if o := s.srv.Observer; o != nil {
+		s.observeBuffered(o, typ, n) // apart, so that this nil check inlines
+	}
+}
+
+func (s *session) observeBuffered(o StatementObserver, typ byte, n int) {
+	if 5+n > s.cr.Size() {
+		return
+	}
+	if b, err := s.cr.Peek(5 + n); err == nil {
+		observeBody(o, s.database, s.user, typ, b[5:])
 	}
 }
 
