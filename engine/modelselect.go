@@ -205,7 +205,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	if soft {
 		rendered = a.schema0.RenderSoft(sel, opts)
 	}
-	joins := lx.joinLinks(a.schema0, a.learned, tables)
+	joins := lx.joinLinks(a.schema0, a.learned, tables, tables)
 	rendered += renderJoins(a.schema0, joins, opts.SearchPath)
 	if estimateTokens(rendered) > e.SchemaMaxTokens {
 		st.Note = strings.Join(append(notes, fmt.Sprintf("choice of ~%d tokens exceeds the budget; deterministic selection kept", estimateTokens(rendered))), "; ")

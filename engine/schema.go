@@ -35,8 +35,8 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	q := questionTerms(a.req.Question, a.keywords)
 	// Join paths under the schema: the workload's, then those inferred
 	// from names (declared keys are in the tables themselves).
-	withJoins := func(text string, idx []int) string {
-		a.joins = lx.joinLinks(a.schema0, a.learned, idx)
+	withJoins := func(text string, shown, relevant []int) string {
+		a.joins = lx.joinLinks(a.schema0, a.learned, shown, relevant)
 		return text + renderJoins(a.schema0, a.joins, opts.SearchPath)
 	}
 	if lx.fullTokens+examplesTokens(a.values) <= budget {
@@ -44,10 +44,11 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 		for i := range all {
 			all[i] = i
 		}
-		if full := withJoins(a.schema0.RenderFull(opts), all); estimateTokens(full) <= budget {
+		ranked := lx.rank(lx.tableScores(q, a.values, a.descs), q, a.values, a.descs)
+		if full := withJoins(a.schema0.RenderFull(opts), all, ranked); estimateTokens(full) <= budget {
 			a.schema = full
 			st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), estimateTokens(full))
-			a.queries = lx.workloadQueries(a.learned, lx.rank(lx.tableScores(q, a.values, a.descs), q, a.values, a.descs), q, budget)
+			a.queries = lx.workloadQueries(a.learned, ranked, q, budget)
 			keys := make([]string, 0, len(lx.tables))
 			for _, lt := range lx.tables {
 				keys = append(keys, lt.key)
@@ -82,9 +83,9 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	}
 	render := func() string {
 		if soft {
-			return withJoins(a.schema0.RenderSoft(sel, opts), idx)
+			return withJoins(a.schema0.RenderSoft(sel, opts), idx, idx)
 		}
-		return withJoins(a.schema0.RenderSelected(sel, opts), idx)
+		return withJoins(a.schema0.RenderSelected(sel, opts), idx, idx)
 	}
 	rendered := render()
 	// Keys shared between detailed tables, and join paths, add lines: drop

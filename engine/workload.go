@@ -276,14 +276,21 @@ type JoinLink struct {
 // maxJoinLines bounds the join paths listed under the schema.
 const maxJoinLines = 12
 
-// joinLinks are the join paths between the detailed tables: those the
-// workload uses, most used first, then those inferred from a same-named key
-// column (a bare "id" is each table's own key and joins nothing), when no
-// declared foreign key links the two tables (the schema shows those).
-func (lx *lexicon) joinLinks(s *catalog.Schema, l *learned, chosen []int) []JoinLink {
+// joinLinks are the join paths between the detailed tables: first those
+// between the tables relevant to the question (a subset of shown; the
+// whole schema may be shown), then those between the others; in each, the
+// ones the workload uses, most used first, ahead of those inferred from a
+// same-named key column (a bare "id" is each table's own key and joins
+// nothing) when no declared foreign key links the two tables (the schema
+// shows those).
+func (lx *lexicon) joinLinks(s *catalog.Schema, l *learned, shown, relevant []int) []JoinLink {
 	in := map[int]bool{}
-	for _, i := range chosen {
+	for _, i := range shown {
 		in[i] = true
+	}
+	rel := map[int]bool{}
+	for _, i := range relevant {
+		rel[i] = in[i]
 	}
 	var out []JoinLink
 	have := map[string]bool{}
@@ -297,16 +304,18 @@ func (lx *lexicon) joinLinks(s *catalog.Schema, l *learned, chosen []int) []Join
 			out = append(out, JoinLink{Left: x, Right: y, Uses: uses})
 		}
 	}
-	if l != nil {
-		for _, j := range l.joins {
-			if in[j.a] && in[j.b] {
-				add(j.a, j.colA, j.b, j.colB, j.count)
+	for _, tier := range []map[int]bool{rel, in} {
+		if l != nil {
+			for _, j := range l.joins {
+				if tier[j.a] && tier[j.b] {
+					add(j.a, j.colA, j.b, j.colB, j.count)
+				}
 			}
 		}
-	}
-	for _, j := range lx.named {
-		if in[j.a] && in[j.b] && !strings.EqualFold(j.col, "id") && !declaredLink(s, j.a, j.b) {
-			add(j.a, j.col, j.b, j.col, 0)
+		for _, j := range lx.named {
+			if tier[j.a] && tier[j.b] && !strings.EqualFold(j.col, "id") && !declaredLink(s, j.a, j.b) {
+				add(j.a, j.col, j.b, j.col, 0)
+			}
 		}
 	}
 	return out
