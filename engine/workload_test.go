@@ -141,7 +141,7 @@ func TestResolveLearned(t *testing.T) {
 	l := resolveLearned(&Learned{
 		Joins: []LearnedJoin{
 			{Left: ColumnRef{Relation{Name: "flight"}, "airline_code"}, Right: ColumnRef{Relation{Name: "airline"}, "airline_code"}, Count: 5}, // ambiguous
-			{Left: ColumnRef{Relation{Name: "flight"}, "nope"}, Right: ColumnRef{Relation{Name: "airport"}, "airport_code"}, Count: 5},     // no column
+			{Left: ColumnRef{Relation{Name: "flight"}, "nope"}, Right: ColumnRef{Relation{Name: "airport"}, "airport_code"}, Count: 5},         // no column
 			{Left: ColumnRef{Relation{Name: "flight"}, "to_airport"}, Right: ColumnRef{Relation{Name: "airport"}, "airport_code"}, Count: 3},
 			{Left: ColumnRef{Relation{Name: "airport"}, "airport_code"}, Right: ColumnRef{Relation{Name: "flight"}, "to_airport"}, Count: 2}, // same, reversed
 		},
