@@ -1,0 +1,296 @@
+package workload
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Limits bound what a Profile keeps.
+type Limits struct {
+	// MaxQueries is the most fingerprints kept per database; beyond it the
+	// least recently seen is evicted. 0 means DefaultMaxQueries.
+	MaxQueries int
+	// MaxAge drops fingerprints not seen for longer. 0 means DefaultMaxAge;
+	// negative keeps them however old.
+	MaxAge time.Duration
+}
+
+// Defaults for Limits.
+const (
+	DefaultMaxQueries = 2000
+	DefaultMaxAge     = 30 * 24 * time.Hour
+	// MaxRoles is the most roles a query remembers; later ones are not added.
+	MaxRoles = 32
+)
+
+func (l Limits) maxQueries() int {
+	if l.MaxQueries > 0 {
+		return l.MaxQueries
+	}
+	return DefaultMaxQueries
+}
+
+func (l Limits) maxAge() time.Duration {
+	if l.MaxAge == 0 {
+		return DefaultMaxAge
+	}
+	return l.MaxAge
+}
+
+// Query is one fingerprint as the workload ran it.
+type Query struct {
+	Shape
+	// Count is how many times it was learnt (after sampling).
+	Count     int64
+	FirstSeen time.Time
+	LastSeen  time.Time
+	// Roles are the roles that ran it, sorted, at most MaxRoles.
+	Roles []string
+}
+
+// JoinUse is a join predicate with how much the workload uses it.
+type JoinUse struct {
+	Join
+	// Count sums the Counts of the queries holding the join; Queries is how
+	// many fingerprints hold it.
+	Count   int64
+	Queries int
+}
+
+// ColumnUse is a column with how often the workload filters, groups and
+// orders by it (sums of the Counts of the queries that do).
+type ColumnUse struct {
+	Col
+	Filtered, Grouped, Ordered int64
+}
+
+// Total is the column's use of all three kinds.
+func (c ColumnUse) Total() int64 { return c.Filtered + c.Grouped + c.Ordered }
+
+// Profile is one database's learnt workload. Safe for concurrent use.
+type Profile struct {
+	database string
+	limits   Limits
+
+	mu      sync.Mutex
+	queries map[string]*Query
+	version uint64 // +1 per change
+	// derived views, rebuilt when version moves on
+	viewAt  uint64
+	joins   []JoinUse
+	columns []ColumnUse
+}
+
+// NewProfile is an empty profile for database.
+func NewProfile(database string, l Limits) *Profile {
+	return &Profile{database: database, limits: l, queries: map[string]*Query{}, viewAt: ^uint64(0)}
+}
+
+// Database is the database the profile is for.
+func (p *Profile) Database() string { return p.database }
+
+// Add learns one run of s by role at time at, then applies the bounds.
+func (p *Profile) Add(s Shape, role string, at time.Time) {
+	at = at.UTC()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queries[s.Fingerprint]
+	if q == nil {
+		q = &Query{Shape: s, FirstSeen: at}
+		p.queries[s.Fingerprint] = q
+	}
+	q.Count++
+	if at.After(q.LastSeen) {
+		q.LastSeen = at
+	}
+	if role != "" {
+		if i, found := slices.BinarySearch(q.Roles, role); !found && len(q.Roles) < MaxRoles {
+			q.Roles = slices.Insert(q.Roles, i, role)
+		}
+	}
+	p.version++
+	p.pruneLocked(at)
+}
+
+// put stores q as read from a file.
+func (p *Profile) put(q Query) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := q
+	p.queries[q.Fingerprint] = &c
+	p.version++
+}
+
+// Prune drops what is over the bounds at time now; it returns how many
+// fingerprints went.
+func (p *Profile) Prune(now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pruneLocked(now)
+}
+
+func (p *Profile) pruneLocked(now time.Time) int {
+	n := 0
+	if age := p.limits.maxAge(); age > 0 {
+		for fp, q := range p.queries {
+			if now.Sub(q.LastSeen) > age {
+				delete(p.queries, fp)
+				n++
+			}
+		}
+	}
+	for len(p.queries) > p.limits.maxQueries() {
+		var oldest *Query
+		for _, q := range p.queries {
+			if oldest == nil || q.LastSeen.Before(oldest.LastSeen) ||
+				q.LastSeen.Equal(oldest.LastSeen) && q.Fingerprint < oldest.Fingerprint {
+				oldest = q
+			}
+		}
+		delete(p.queries, oldest.Fingerprint)
+		n++
+	}
+	if n > 0 {
+		p.version++
+	}
+	return n
+}
+
+// Forget drops one fingerprint; it reports whether it was there.
+func (p *Profile) Forget(fingerprint string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.queries[fingerprint]; !ok {
+		return false
+	}
+	delete(p.queries, fingerprint)
+	p.version++
+	return true
+}
+
+// Clear drops everything.
+func (p *Profile) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.queries)
+	p.version++
+}
+
+// Len is how many fingerprints the profile holds.
+func (p *Profile) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queries)
+}
+
+// Version moves on with every change; equal versions mean equal contents.
+func (p *Profile) Version() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.version
+}
+
+// Query is one fingerprint's entry.
+func (p *Profile) Query(fingerprint string) (Query, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q, ok := p.queries[fingerprint]
+	if !ok {
+		return Query{}, false
+	}
+	return copyQuery(q), true
+}
+
+func copyQuery(q *Query) Query {
+	c := *q
+	c.Roles = slices.Clone(q.Roles)
+	return c
+}
+
+// Queries lists the fingerprints, most run first (then most recent, then
+// by fingerprint). Shapes are shared and must not be modified.
+func (p *Profile) Queries() []Query {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Query, 0, len(p.queries))
+	for _, q := range p.queries {
+		out = append(out, copyQuery(q))
+	}
+	slices.SortFunc(out, func(a, b Query) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Fingerprint, b.Fingerprint))
+	})
+	return out
+}
+
+// Joins lists the join predicates of the held queries, most used first
+// (Count, then Queries, then canonical order).
+func (p *Profile) Joins() []JoinUse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.viewLocked()
+	return slices.Clone(p.joins)
+}
+
+// Columns lists the columns the held queries filter, group or order by,
+// most used first (Total, then canonical order).
+func (p *Profile) Columns() []ColumnUse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.viewLocked()
+	return slices.Clone(p.columns)
+}
+
+// viewLocked rebuilds the aggregate views after a change: they are derived
+// from the held queries, so eviction and Forget take their share away.
+func (p *Profile) viewLocked() {
+	if p.viewAt == p.version {
+		return
+	}
+	joins := map[Join]*JoinUse{}
+	columns := map[Col]*ColumnUse{}
+	colUse := func(c Col) *ColumnUse {
+		u := columns[c]
+		if u == nil {
+			u = &ColumnUse{Col: c}
+			columns[c] = u
+		}
+		return u
+	}
+	for _, q := range p.queries {
+		for _, j := range q.Joins {
+			u := joins[j]
+			if u == nil {
+				u = &JoinUse{Join: j}
+				joins[j] = u
+			}
+			u.Count += q.Count
+			u.Queries++
+		}
+		for _, c := range q.Filtered {
+			colUse(c).Filtered += q.Count
+		}
+		for _, c := range q.Grouped {
+			colUse(c).Grouped += q.Count
+		}
+		for _, c := range q.Ordered {
+			colUse(c).Ordered += q.Count
+		}
+	}
+	p.joins = p.joins[:0]
+	for _, u := range joins {
+		p.joins = append(p.joins, *u)
+	}
+	slices.SortFunc(p.joins, func(a, b JoinUse) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(b.Queries, a.Queries), cmpJoin(a.Join, b.Join))
+	})
+	p.columns = p.columns[:0]
+	for _, u := range columns {
+		p.columns = append(p.columns, *u)
+	}
+	slices.SortFunc(p.columns, func(a, b ColumnUse) int {
+		return cmp.Or(cmp.Compare(b.Total(), a.Total()), cmpCol(a.Col, b.Col))
+	})
+	p.viewAt = p.version
+}
