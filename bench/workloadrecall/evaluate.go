@@ -6,11 +6,13 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/workloaduse"
 	"github.com/nlproxy/nlproxy/workload"
 )
 
@@ -18,7 +20,7 @@ import (
 // alternative, names qualified with its database's schema.
 type gold struct {
 	q      dataset.Question
-	shape  *workload.Shape // the first alternative's, for the others' workload; nil when it did not analyse
+	shape  *workload.Shape // the first alternative's, for the others' workload
 	tables [][]string      // "db.table", per alternative
 	joins  [][]string      // "db.t.c=db.u.d" (sorted ends), per alternative with a join
 }
@@ -56,55 +58,49 @@ func joinKey(a, b string) string {
 	return a + "=" + b
 }
 
-// leaveOneOut is the workload the bench's engine reads: the shapes of the
-// gold SQL of every question of the current question's database but its
-// own. The bench asks one question at a time.
+// leaveOneOut is the workload the bench's engine reads: the profile of
+// the gold SQL of every question of the current question's database but
+// its own. The bench asks one question at a time.
 type leaveOneOut struct {
 	golds []gold
 	cur   int
 }
 
-func (w *leaveOneOut) Learned(context.Context, string) (*engine.Learned, error) {
+func (w *leaveOneOut) Learned(ctx context.Context, _ string) (*engine.Learned, error) {
 	db := w.golds[w.cur].q.DB
-	rel := func(r workload.Rel) engine.Relation { return engine.Relation{Schema: db, Name: r.Name} }
-	colRef := func(c workload.Col) engine.ColumnRef { return engine.ColumnRef{Relation: rel(c.Rel), Column: c.Name} }
-	l := &engine.Learned{}
-	queries := map[string]int{} // fingerprint → index in l.Queries
-	joins := map[workload.Join]int{}
-	cols := map[workload.Col]int{}
+	p := workload.NewProfile(db, workload.Limits{MaxAge: -1})
 	for i, g := range w.golds {
-		if i == w.cur || g.q.DB != db || g.shape == nil {
+		if i == w.cur || g.q.DB != db {
 			continue
 		}
-		s := g.shape
-		if k, ok := queries[s.Fingerprint]; ok {
-			l.Queries[k].Count++
-		} else {
-			queries[s.Fingerprint] = len(l.Queries)
-			var rs []engine.Relation
-			for _, r := range s.Relations {
-				rs = append(rs, rel(r))
-			}
-			l.Queries = append(l.Queries, engine.LearnedQuery{SQL: s.Text, Relations: rs, Count: 1})
+		// The databases are schemas of one database here: the relations
+		// are qualified with theirs, as each database's own would resolve.
+		s := *g.shape
+		s.Relations = qualified(s.Relations, db)
+		s.Joins = slices.Clone(s.Joins)
+		for k := range s.Joins {
+			s.Joins[k].Left.Rel.Schema, s.Joins[k].Right.Rel.Schema = db, db
 		}
-		for _, j := range s.Joins {
-			if k, ok := joins[j]; ok {
-				l.Joins[k].Count++
-				continue
-			}
-			joins[j] = len(l.Joins)
-			l.Joins = append(l.Joins, engine.LearnedJoin{Left: colRef(j.Left), Right: colRef(j.Right), Count: 1})
-		}
-		for _, c := range append(slices.Clone(s.Filtered), s.Grouped...) {
-			if k, ok := cols[c]; ok {
-				l.Columns[k].Uses++
-				continue
-			}
-			cols[c] = len(l.Columns)
-			l.Columns = append(l.Columns, engine.LearnedColumn{Column: colRef(c), Uses: 1})
-		}
+		s.Filtered, s.Grouped, s.Ordered = qualifiedCols(s.Filtered, db), qualifiedCols(s.Grouped, db), qualifiedCols(s.Ordered, db)
+		p.Add(s, "", time.Now())
 	}
-	return l, nil
+	return workloaduse.Profiles{db: p}.Learned(ctx, db)
+}
+
+func qualified(rs []workload.Rel, schema string) []workload.Rel {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Schema = schema
+	}
+	return out
+}
+
+func qualifiedCols(cs []workload.Col, schema string) []workload.Col {
+	out := slices.Clone(cs)
+	for i := range out {
+		out[i].Rel.Schema = schema
+	}
+	return out
 }
 
 // report is the outcome per database and overall ("" key).

@@ -1,4 +1,4 @@
-package main
+package workloaduse
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // The store's profile reaches the engine as its own types: the normalised
 // text, relations, counts, joins and filtered or grouped columns.
-func TestLearnedWorkload(t *testing.T) {
+func TestStore(t *testing.T) {
 	st := workload.NewStore("", workload.Limits{})
 	p, err := st.Profile("shop")
 	if p == nil {
@@ -26,7 +26,7 @@ func TestLearnedWorkload(t *testing.T) {
 		}
 		p.Add(sh, "clerk", time.Now())
 	}
-	l, err := learnedWorkload{st}.Learned(context.Background(), "shop")
+	l, err := Store{st}.Learned(context.Background(), "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
