@@ -20,6 +20,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/workload"
 )
 
 // Check is one readiness condition.
@@ -40,6 +41,8 @@ type Server struct {
 	Sessions func() []proxy.SessionInfo // nil: no connection list
 	Catalogs func() []catalog.Status    // nil: no catalog section
 	Asks     *Recent                    // nil: no recent asks
+	// Workload is what --learn-workload captured and learnt; nil: no section.
+	Workload *workload.Collector
 	Version  string
 	Started  time.Time
 }
@@ -142,6 +145,9 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	if s.Catalogs != nil {
 		data.Catalogs = s.Catalogs()
 		data.ShowCatalogs = true
+	}
+	if s.Workload != nil {
+		data.Workload = workloadSection(s.Workload)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

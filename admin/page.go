@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/workload"
 )
 
 type pageData struct {
@@ -17,6 +18,34 @@ type pageData struct {
 	ShowSessions bool
 	Catalogs     []catalog.Status
 	ShowCatalogs bool
+	Workload     *workloadData // nil: learning is off
+}
+
+// workloadData is the workload section: totals, and per database the most
+// run fingerprints and the most used joins.
+type workloadData struct {
+	Stats     workload.Stats
+	Databases []workloadDB
+}
+
+type workloadDB struct {
+	Database string
+	Queries  []workload.Query // the first workloadRows
+	Total    int
+	Joins    []workload.JoinUse // the first workloadRows
+}
+
+// workloadRows bounds each list of the section; the CLI shows more.
+const workloadRows = 10
+
+func workloadSection(c *workload.Collector) *workloadData {
+	d := &workloadData{Stats: c.Stats()}
+	for _, p := range c.Store().Profiles() {
+		qs, js := p.Queries(), p.Joins()
+		d.Databases = append(d.Databases, workloadDB{Database: p.Database(), Total: len(qs),
+			Queries: qs[:min(len(qs), workloadRows)], Joins: js[:min(len(js), workloadRows)]})
+	}
+	return d
 }
 
 func templateEscape(s string) string { return template.HTMLEscapeString(s) }
@@ -106,5 +135,16 @@ code,pre{font-family:ui-monospace,monospace;font-size:.8rem;white-space:pre-wrap
 <tr><th>database</th><th>loaded</th><th>version</th><th>tables</th><th>fingerprint</th><th>built</th><th>last check</th><th>last error</th></tr>
 {{range .Catalogs}}<tr class="catalog"><td>{{.Database}}</td><td>{{.Loaded}}</td><td>{{.Version}}</td><td>{{.Tables}}</td><td><code>{{.Fingerprint}}</code></td><td>{{ts .BuiltAt}}</td><td>{{ts .Checked}}</td><td class="failed">{{with .Err}}{{.}}{{end}}</td></tr>
 {{end}}</table>{{else}}<p class="muted">No database catalogued yet (a catalog is built on the first question, or on the first readiness probe).</p>{{end}}{{end}}
+
+{{with .Workload}}<h2 id="workload">Workload learnt</h2>
+<p class="workload-stats">statements captured {{.Stats.Captured}} · dropped (queue full) {{.Stats.Dropped}} · denied {{.Stats.Denied}} · unparsable {{.Stats.Unparsable}} · skipped {{.Stats.Skipped}} · learnt {{.Stats.Learnt}} · fingerprints stored {{.Stats.Stored}}</p>
+{{range .Databases}}<h3>{{.Database}}: {{.Total}} fingerprints</h3>
+<table><tr><th>fingerprint</th><th>runs</th><th>last seen</th><th>roles</th><th>normalised text</th></tr>
+{{range .Queries}}<tr class="wquery"><td><code>{{.Fingerprint}}</code></td><td>{{.Count}}</td><td>{{ts .LastSeen}}</td><td>{{range $i, $r := .Roles}}{{if $i}}, {{end}}{{$r}}{{end}}</td><td><code>{{.Text}}</code></td></tr>
+{{end}}</table>
+{{if .Joins}}<table><tr><th>join</th><th>uses</th><th>fingerprints</th></tr>
+{{range .Joins}}<tr class="wjoin"><td><code>{{.Join}}</code></td><td>{{.Count}}</td><td>{{.Queries}}</td></tr>
+{{end}}</table>{{end}}
+{{else}}<p class="muted">Nothing learnt yet.</p>{{end}}{{end}}
 </body></html>
 `))

@@ -63,6 +63,7 @@ func (s *session) clientQuery(n int) error {
 		return err
 	}
 	if !maybeMarker(b[5:]) && !maybeTxPrefix(b[5:], n <= 64) && !s.mayAskFunc(n) {
+		s.observePeek('Q', n)
 		s.sent()
 		s.batchOpen = false
 		err := relayN(s.cr, s.uw, 5+n, s.uw.Flush)
@@ -100,6 +101,7 @@ func (s *session) clientParse(n int) error {
 	}
 	body := b[5:]
 	if i := bytes.IndexByte(body, 0); i >= 0 && !maybeMarker(body[i+1:min(len(body), i+65)]) && !s.mayAskFunc(n) {
+		s.observePeek('P', n)
 		s.batchOpen = true
 		return relayN(s.cr, s.uw, 5+n, s.uw.Flush)
 	}
@@ -261,6 +263,7 @@ func (s *session) trackedQuery(n int) error {
 	// A simple Query drops the unnamed statement and portal.
 	delete(s.stmts, "")
 	delete(s.portals, "")
+	s.observe('Q', msg[5:])
 	s.replies.push(expect{msg: 'Q', act: actRelay})
 	s.sent()
 	s.batchOpen = false
@@ -281,6 +284,7 @@ func (s *session) trackedParse(n int) error {
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
 	delete(s.stmts, name)
+	s.observe('P', msg[5:])
 	s.replies.push(expect{msg: 'P', act: actRelay})
 	_, err = s.uw.Write(msg)
 	return err

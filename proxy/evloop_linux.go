@@ -629,6 +629,9 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 	default:
 		s.batchOpen = true
 	}
+	if typ == 'Q' || typ == 'P' {
+		s.observe(typ, b[5:5+n]) // whole and plain: the cases above handed off or waited otherwise
+	}
 	return true, false
 }
 

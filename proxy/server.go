@@ -77,6 +77,8 @@ type Server struct {
 	// netpoller; by default (Linux) plaintext sessions without idle
 	// timeouts are relayed by event loops (evloop_linux.go) until an ask.
 	GoroutineRelay bool
+	// Observer, when set, sees the plain statements relayed (observe.go).
+	Observer StatementObserver
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -74,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.repeat, "repeat", 1, "runs per target and config; the median is reported")
 	fs.IntVar(&o.warmup, "warmup", 3, "seconds of pgbench warm-up per target before measuring (0 = none)")
 	fs.IntVar(&o.scale, "scale", 10, "pgbench -i scale factor")
-	targets := fs.String("targets", "direct,pgbouncer,pgpool,nlproxy", "comma-separated endpoints to benchmark: direct, pgbouncer, pgpool, nlproxy, nlproxy-engine (the engine on, Ollama unreachable: plain SQL only), nlproxy-alt (-nlproxy-alt-args)")
+	targets := fs.String("targets", "direct,pgbouncer,pgpool,nlproxy", "comma-separated endpoints to benchmark: direct, pgbouncer, pgpool, nlproxy, nlproxy-engine (the engine on, Ollama unreachable: plain SQL only), nlproxy-alt (-nlproxy-alt-args), nlproxy-learn (-nlproxy-args plus --learn-workload)")
 	fs.IntVar(&o.streamRows, "stream-rows", 5_000_000, "rows in the large-result test (0 = skip it)")
 	fs.StringVar(&o.streamSQL, "stream-sql", "", "query for the large-result test instead of the built-in one (e.g. a server-heavy md5 variant)")
 	fs.StringVar(&o.nlproxyBin, "nlproxy", "bin/nlproxy", "nlproxy binary (relative to the module root)")
@@ -106,7 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, t := range strings.Split(*targets, ",") {
 		t = strings.TrimSpace(t)
 		switch t {
-		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
+		case targetDirect, targetPgbouncer, targetPgpool, targetNlproxy, targetNlproxyEngine, targetNlproxyAlt, targetNlproxyLearn:
 		case targetOdyssey:
 			if o.odyssey = peerBin(o.odyssey, "ODYSSEY_BIN", "odyssey"); o.odyssey == "" {
 				fmt.Fprintln(stderr, "proxybench: no Odyssey binary (-odyssey, $ODYSSEY_BIN or PATH): target odyssey left out")
@@ -118,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				continue
 			}
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, pgcat, nlproxy, nlproxy-engine, nlproxy-alt)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, pgcat, nlproxy, nlproxy-engine, nlproxy-alt, nlproxy-learn)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -173,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyEngine) || containsTarget(o.targets, targetNlproxyAlt) {
+	if containsTarget(o.targets, targetNlproxy) || containsTarget(o.targets, targetNlproxyEngine) || containsTarget(o.targets, targetNlproxyAlt) || containsTarget(o.targets, targetNlproxyLearn) {
 		bin := o.nlproxyBin
 		if !filepath.IsAbs(bin) {
 			bin = filepath.Join(root, bin)
@@ -239,11 +239,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			p, port, err = startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
 		case targetPgcat:
 			p, port, err = startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
-		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt:
+		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt, targetNlproxyLearn:
 			args, bin := o.nlproxyArgs, o.nlproxyBin
 			switch t {
 			case targetNlproxyEngine:
 				args = engineArgs(o.nlproxyArgs)
+			case targetNlproxyLearn:
+				args = learnArgs(o.nlproxyArgs, filepath.Join(tmp, "learn"))
 			case targetNlproxyAlt:
 				args = o.altArgs
 				if o.altBin != "" {
@@ -263,7 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		eps[t] = ep
-		if t == targetNlproxy || (nlproxyProc == nil && (t == targetNlproxyEngine || t == targetNlproxyAlt)) {
+		if t == targetNlproxy || (nlproxyProc == nil && (t == targetNlproxyEngine || t == targetNlproxyAlt || t == targetNlproxyLearn)) {
 			nlproxyProc = p
 		}
 	}
@@ -285,7 +287,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	for _, t := range []string{targetNlproxyAlt, targetNlproxyEngine} {
+	for _, t := range []string{targetNlproxyAlt, targetNlproxyEngine, targetNlproxyLearn} {
 		if ep, ok := eps[t]; ok {
 			if hwm, err := procStatusKB(ep.proc.Pid(), "VmHWM"); err == nil {
 				rep.OtherHWM = append(rep.OtherHWM, TargetHWM{t, hwm})
@@ -332,6 +334,14 @@ func engineArgs(args []string) []string {
 		}
 	}
 	return append(out, "--model", "proxybench-none", "--ollama-host", "http://127.0.0.1:9")
+}
+
+// learnArgs adds workload learning to the nlproxy arguments: every plain
+// statement is captured (sample 1) and learnt into dataDir, so the figures
+// are the whole cost — the relay's copy and queue send, and the worker's
+// pg_query work competing for the same cores.
+func learnArgs(args []string, dataDir string) []string {
+	return append(append([]string{}, args...), "--learn-workload", "--data-dir", dataDir)
 }
 
 func runLength(o options) string {

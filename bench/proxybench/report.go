@@ -17,6 +17,9 @@ const (
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
 	targetNlproxyAlt    = "nlproxy-alt"
+	// targetNlproxyLearn is nlproxy with --learn-workload: the relay's cost
+	// of capturing statements, against target nlproxy in the same run.
+	targetNlproxyLearn = "nlproxy-learn"
 )
 
 // TargetStats is the median of a target's runs for one config.
@@ -197,6 +200,9 @@ func (r *Report) ratioPairs() [][2]string {
 			if r.has(b) {
 				pairs = append(pairs, [2]string{targetNlproxy, b})
 			}
+		}
+		if r.has(targetNlproxyLearn) {
+			pairs = append(pairs, [2]string{targetNlproxyLearn, targetNlproxy})
 		}
 	} else if r.has(targetPgbouncer) && r.has(targetDirect) {
 		pairs = append(pairs, [2]string{targetPgbouncer, targetDirect})

@@ -16,6 +16,7 @@ Usage:
   nlproxy [serve] [flags]                 run the proxy (the default command)
   nlproxy demo [flags]                    throwaway Postgres with a sample database, the proxy in front
   nlproxy catalog build|show|lookup ...   build, print and query the schema and value catalog
+  nlproxy workload show|forget ...        what --learn-workload learnt per database; forget some of it
   nlproxy eval load|run|report|compare    measure accuracy on sql-eval or BIRD through the proxy
   nlproxy healthcheck [--url URL]         exit 0 when the proxy's /readyz answers 200 (container health checks)
   nlproxy version                         print the version and commit (also --version)

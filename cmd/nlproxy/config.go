@@ -45,6 +45,8 @@ type Config struct {
 
 	Engine EngineConfig `yaml:"engine"`
 	Ops    OpsConfig    `yaml:"ops"`
+	// workload options (workload.go)
+	Workload WorkloadConfig `yaml:"workload"`
 }
 
 // EngineConfig configures natural-language questions.
@@ -146,6 +148,8 @@ func defaultConfig() Config {
 		LogFormat:        "console",
 		// Every default is here, so --help shows it.
 		Ops: OpsConfig{CatalogStorePoll: Duration(10 * time.Second), AdminRecentAsks: 100},
+		// workload options (workload.go)
+		Workload: defaultWorkloadConfig(),
 		Engine: EngineConfig{
 			Model:            "qwen2.5-coder:7b",
 			NumCtx:           8192,
@@ -310,6 +314,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	askAllFlags(fs, &e.AskAll, &flagAuth)
 	registerOptimizeFlags(fs, &e.Optimize)
 	registerOpsFlags(fs, &cfg.Ops)
+	registerWorkloadFlags(fs, &cfg.Workload) // workload options (workload.go)
 	if err := fs.Parse(args); err != nil {
 		return cfg, flagError(err)
 	}
@@ -477,6 +482,10 @@ func applyEnv(cfg *Config, getenv func(string) string) error {
 	if err := applyOpsEnv(cfg, getenv); err != nil && firstErr == nil {
 		firstErr = err
 	}
+	// workload options (workload.go)
+	if err := applyWorkloadEnv(&cfg.Workload, getenv); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	return firstErr
 }
 
@@ -584,6 +593,9 @@ func (c Config) validate() error {
 		}
 	}
 	if err := c.Ops.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Workload.validate(); err != nil { // workload options (workload.go)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -50,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args, stdout, stderr)
 	case "catalog":
 		return runCatalog(ctx, args, stdout, stderr)
+	case "workload":
+		return runWorkload(args, stdout, stderr)
 	case "eval":
 		return runEval(ctx, args, stdout, stderr)
 	case "healthcheck":
@@ -83,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				sub = []string{args[1], "--help"}
 			}
 			return runEval(ctx, sub, stdout, stderr)
+		case "workload":
+			return runWorkload([]string{"--help"}, stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "Usage:\n  nlproxy version    (or nlproxy --version)")
 			return nil
@@ -130,6 +134,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer op.Close()
+	learn := startWorkload(cfg, srv, op.metrics, logger)
+	defer learn.Close() // before op.Close: the last save is logged while the logger lives
+	op.workload = learn.Collector()
 	var parts *engineParts
 	if !cfg.Engine.Disabled {
 		parts, err = buildEngine(cfg, logger)

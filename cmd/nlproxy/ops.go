@@ -20,6 +20,7 @@ import (
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/workload"
 )
 
 // OpsConfig is the operator side: the admin listener and the ask audit log.
@@ -164,6 +165,8 @@ type ops struct {
 	closers []func() error
 	ln      net.Listener
 	http    *http.Server
+	// workload is the admin page's workload section; nil without --learn-workload.
+	workload *workload.Collector
 }
 
 // setupOps opens the audit log and the admin listener and hooks them into
@@ -236,7 +239,7 @@ func (o *ops) start(cfg Config, srv *proxy.Server, parts *engineParts, token str
 		return
 	}
 	ver, _ := versionInfo()
-	a := &admin.Server{Metrics: o.metrics, Token: token, Sessions: srv.Sessions, Asks: o.recent, Version: ver, Started: time.Now()}
+	a := &admin.Server{Metrics: o.metrics, Token: token, Sessions: srv.Sessions, Asks: o.recent, Version: ver, Started: time.Now(), Workload: o.workload}
 	a.Checks = append(a.Checks,
 		admin.Check{Name: "proxy", Check: func(context.Context) error {
 			if srv.ShuttingDown() {

@@ -262,3 +262,52 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descXacts, prometheus.CounterValue, float64(t.Transactions))
 	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(t.Connections))
 }
+
+// WorkloadTotals is workload learning's running totals (--learn-workload).
+type WorkloadTotals struct {
+	// Captured statements were queued for learning; Dropped were not, the
+	// queue being full. Denied, Unparsable and Skipped were queued but not
+	// learnt from (deny pattern; pg_query could not parse them; not a
+	// SELECT). Learnt were added to a profile.
+	Captured, Dropped, Denied, Unparsable, Skipped, Learnt uint64
+	// Stored is the fingerprints held now, over all databases.
+	Stored int
+}
+
+// WorkloadSource is read at scrape time (workload.Collector, adapted).
+type WorkloadSource interface {
+	WorkloadTotals() WorkloadTotals
+}
+
+// WatchWorkload exports src's totals, read at each scrape.
+func (m *Metrics) WatchWorkload(src WorkloadSource) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(&workloadCollector{src: src})
+}
+
+var (
+	descWorkloadStatements = prometheus.NewDesc(ns+"_workload_statements_total",
+		"Relayed statements seen by workload learning, by outcome: captured (queued), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.", []string{"outcome"}, nil)
+	descWorkloadStored = prometheus.NewDesc(ns+"_workload_fingerprints",
+		"Statement fingerprints held by workload learning, over all databases.", nil, nil)
+)
+
+type workloadCollector struct{ src WorkloadSource }
+
+func (c *workloadCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descWorkloadStatements
+	ch <- descWorkloadStored
+}
+
+func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.src.WorkloadTotals()
+	for _, o := range []struct {
+		name string
+		n    uint64
+	}{{"captured", t.Captured}, {"dropped", t.Dropped}, {"denied", t.Denied}, {"unparsable", t.Unparsable}, {"skipped", t.Skipped}, {"learnt", t.Learnt}} {
+		ch <- prometheus.MustNewConstMetric(descWorkloadStatements, prometheus.CounterValue, float64(o.n), o.name)
+	}
+	ch <- prometheus.MustNewConstMetric(descWorkloadStored, prometheus.GaugeValue, float64(t.Stored))
+}

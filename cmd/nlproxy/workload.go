@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/metrics"
+	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/workload"
+)
+
+// ---- workload options (--learn-workload and its bounds; docs/workload.md) ----
+// One block, so that the option table can take it over whole: the config
+// struct, its defaults, flags, environment and validation.
+
+// WorkloadConfig configures learning from the relayed workload.
+type WorkloadConfig struct {
+	// Learn turns capture on: plain statements relayed are sampled into a
+	// bounded queue and learnt from in the background.
+	Learn bool `yaml:"learn"`
+	// MaxQueries is the most fingerprints kept per database.
+	MaxQueries int `yaml:"max_queries"`
+	// MaxAge drops fingerprints not seen for longer; 0 keeps them.
+	MaxAge Duration `yaml:"max_age"`
+	// Deny is a regular expression; statements it matches (raw text,
+	// literals included) are never learnt from.
+	Deny string `yaml:"deny"`
+	// Sample is the share of statements captured, in (0, 1].
+	Sample float64 `yaml:"sample"`
+	// Queue bounds the statements waiting to be learnt; more are dropped.
+	Queue int `yaml:"queue"`
+}
+
+func defaultWorkloadConfig() WorkloadConfig {
+	return WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024}
+}
+
+func registerWorkloadFlags(fs *flag.FlagSet, w *WorkloadConfig) {
+	fs.BoolVar(&w.Learn, "learn-workload", w.Learn, "learn join paths, column use and normalised queries (no literals) from the plain statements relayed; see docs/workload.md (env NLPROXY_LEARN_WORKLOAD)")
+	fs.IntVar(&w.MaxQueries, "workload-max-queries", w.MaxQueries, "statement fingerprints kept per database; the least recently seen go first (env NLPROXY_WORKLOAD_MAX_QUERIES)")
+	fs.Var(&w.MaxAge, "workload-max-age", "forget fingerprints not seen for this long; 0 keeps them (env NLPROXY_WORKLOAD_MAX_AGE)")
+	fs.StringVar(&w.Deny, "workload-deny", w.Deny, "regular expression: statements it matches (raw text, literals included) are never learnt from (env NLPROXY_WORKLOAD_DENY)")
+	fs.Float64Var(&w.Sample, "workload-sample", w.Sample, "share of relayed statements captured, in (0, 1] (env NLPROXY_WORKLOAD_SAMPLE)")
+	fs.IntVar(&w.Queue, "workload-queue", w.Queue, "statements waiting to be learnt; when full, more are dropped, never waited for (env NLPROXY_WORKLOAD_QUEUE)")
+}
+
+func applyWorkloadEnv(w *WorkloadConfig, getenv func(string) string) error {
+	var errs []error
+	set := func(key string, parse func(string) error) {
+		if v := getenv(key); v != "" {
+			if err := parse(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			}
+		}
+	}
+	set("NLPROXY_LEARN_WORKLOAD", func(v string) (err error) { w.Learn, err = strconv.ParseBool(v); return })
+	set("NLPROXY_WORKLOAD_MAX_QUERIES", func(v string) (err error) { w.MaxQueries, err = strconv.Atoi(v); return })
+	set("NLPROXY_WORKLOAD_MAX_AGE", w.MaxAge.Set)
+	set("NLPROXY_WORKLOAD_DENY", func(v string) error { w.Deny = v; return nil })
+	set("NLPROXY_WORKLOAD_SAMPLE", func(v string) (err error) { w.Sample, err = strconv.ParseFloat(v, 64); return })
+	set("NLPROXY_WORKLOAD_QUEUE", func(v string) (err error) { w.Queue, err = strconv.Atoi(v); return })
+	return errors.Join(errs...)
+}
+
+func (w WorkloadConfig) validate() error {
+	var errs []error
+	if w.MaxQueries <= 0 || w.Queue <= 0 {
+		errs = append(errs, errors.New("workload-max-queries and workload-queue must be positive"))
+	}
+	if w.MaxAge < 0 {
+		errs = append(errs, errors.New("workload-max-age must not be negative"))
+	}
+	if !(w.Sample > 0 && w.Sample <= 1) {
+		errs = append(errs, fmt.Errorf("workload-sample %v: want a share in (0, 1]", w.Sample))
+	}
+	if _, err := regexp.Compile(w.Deny); err != nil {
+		errs = append(errs, fmt.Errorf("workload-deny: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (w WorkloadConfig) limits() workload.Limits {
+	l := workload.Limits{MaxQueries: w.MaxQueries, MaxAge: time.Duration(w.MaxAge)}
+	if l.MaxAge == 0 {
+		l.MaxAge = -1 // 0 here keeps them; the package's 0 is its default
+	}
+	return l
+}
+
+// ---- end of workload options ----
+
+// workloadRun is the capture side of a serving proxy.
+type workloadRun struct {
+	collector *workload.Collector
+	stop      func()
+}
+
+// startWorkload sets srv's observer and starts the worker when
+// --learn-workload is on; profiles live beside the catalog snapshots
+// (--data-dir), in memory when there is none. A nil result: off.
+func startWorkload(cfg Config, srv *proxy.Server, m *metrics.Metrics, logger *zap.Logger) *workloadRun {
+	w := cfg.Workload
+	if !w.Learn {
+		return nil
+	}
+	var deny *regexp.Regexp
+	if w.Deny != "" {
+		deny = regexp.MustCompile(w.Deny) // validated with the config
+	}
+	log := logger.Named("workload")
+	c := workload.NewCollector(workload.NewStore(cfg.Engine.DataDir, w.limits()),
+		workload.CollectorOptions{QueueSize: w.Queue, Sample: w.Sample, Deny: deny, Logger: log})
+	srv.Observer = c
+	m.WatchWorkload(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx) // save failures are logged by the collector
+	}()
+	log.Info("learning from the relayed workload", zap.String("data_dir", cfg.Engine.DataDir), zap.Float64("sample", w.Sample))
+	return &workloadRun{collector: c, stop: func() { cancel(); <-done }}
+}
+
+// Close stops the worker, which saves once more.
+func (r *workloadRun) Close() {
+	if r != nil {
+		r.stop()
+	}
+}
+
+// Collector is nil when learning is off.
+func (r *workloadRun) Collector() *workload.Collector {
+	if r == nil {
+		return nil
+	}
+	return r.collector
+}
+
+const workloadUsage = `Usage:
+  nlproxy workload show   [--data-dir D] [--database DB] [--fingerprint FP] [--limit N]
+  nlproxy workload forget [--data-dir D] --database DB [--fingerprint FP]
+
+show prints what --learn-workload has learnt per database: each fingerprint
+with its count, last use, roles and normalised text (no literals), the join
+predicates ranked by use, and the columns filtered, grouped and ordered by.
+forget removes one fingerprint, or (without --fingerprint) all of a
+database; a running proxy drops it too when it next saves (within a minute).
+`
+
+// runWorkload is `nlproxy workload show|forget`.
+func runWorkload(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || helpRequested(args[:1]) {
+		fmt.Fprint(helpOutput(args, stdout, stderr), workloadUsage)
+		if len(args) == 0 {
+			return usageErrorf("workload: want show or forget")
+		}
+		return nil
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("workload "+sub, flag.ContinueOnError)
+	fs.SetOutput(helpOutput(args, stdout, stderr))
+	fs.Usage = func() {
+		if helpRequested(args) {
+			fmt.Fprint(fs.Output(), workloadUsage+"\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	dataDir := fs.String("data-dir", catalogDataDir(os.Getenv), "directory holding the catalog snapshots and workload profiles, the one serve uses (env NLPROXY_DATA_DIR)")
+	db := fs.String("database", "", "database; show: default all")
+	fp := fs.String("fingerprint", "", "one statement fingerprint (as show prints it)")
+	limit := fs.Int("limit", 20, "show: fingerprints, joins and columns listed per database")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *dataDir == "" {
+		return errors.New("no data directory: pass --data-dir or set NLPROXY_DATA_DIR")
+	}
+	switch sub {
+	case "show":
+		return workloadShow(stdout, *dataDir, *db, *fp, *limit)
+	case "forget":
+		if *db == "" {
+			return usageErrorf("workload forget: --database is required")
+		}
+		n, err := workload.ForgetInFile(*dataDir, *db, *fp)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no workload learnt for database %q in %s", *db, *dataDir)
+		}
+		if err != nil {
+			return err
+		}
+		if *fp != "" && n == 0 {
+			fmt.Fprintf(stdout, "fingerprint %s is not stored for %s; a running proxy will still drop it\n", *fp, *db)
+			return nil
+		}
+		fmt.Fprintf(stdout, "forgot %d fingerprint(s) of %s\n", n, *db)
+		return nil
+	}
+	return usageErrorf("workload: unknown subcommand %q (want show or forget)", sub)
+}
+
+func workloadShow(w io.Writer, dir, db, fp string, limit int) error {
+	dbs := []string{db}
+	if db == "" {
+		var err error
+		if dbs, err = workload.Databases(dir); err != nil {
+			return err
+		}
+		if len(dbs) == 0 {
+			fmt.Fprintf(w, "no workload learnt in %s (serve with --learn-workload)\n", dir)
+			return nil
+		}
+	}
+	// Age bounds were applied by the proxy that saved; show keeps all.
+	lim := workload.Limits{MaxQueries: 1 << 30, MaxAge: -1}
+	for _, name := range dbs {
+		p, err := workload.ReadProfile(dir, name, lim, time.Now())
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("no workload learnt for database %q in %s", name, dir)
+		}
+		if err != nil {
+			return err
+		}
+		if fp != "" {
+			q, ok := p.Query(fp)
+			if !ok {
+				return fmt.Errorf("fingerprint %s is not stored for %s", fp, name)
+			}
+			printQuery(w, q)
+			fmt.Fprintf(w, "  relations: %s\n  joins: %s\n  filtered: %s\n  grouped: %s\n  ordered: %s\n",
+				joinStrings(q.Relations), joinStrings(q.Joins), joinStrings(q.Filtered), joinStrings(q.Grouped), joinStrings(q.Ordered))
+			continue
+		}
+		qs := p.Queries()
+		fmt.Fprintf(w, "database %s: %d fingerprint(s)\n", name, len(qs))
+		for _, q := range qs[:min(limit, len(qs))] {
+			printQuery(w, q)
+		}
+		if js := p.Joins(); len(js) > 0 {
+			fmt.Fprintf(w, " joins (uses, fingerprints):\n")
+			for _, j := range js[:min(limit, len(js))] {
+				fmt.Fprintf(w, "  %6d %4d  %s\n", j.Count, j.Queries, j.Join)
+			}
+		}
+		if cs := p.Columns(); len(cs) > 0 {
+			fmt.Fprintf(w, " columns (filtered, grouped, ordered):\n")
+			for _, c := range cs[:min(limit, len(cs))] {
+				fmt.Fprintf(w, "  %6d %6d %6d  %s\n", c.Filtered, c.Grouped, c.Ordered, c.Col)
+			}
+		}
+	}
+	return nil
+}
+
+func printQuery(w io.Writer, q workload.Query) {
+	fmt.Fprintf(w, " %s  %6d  %s  %s\n    %s\n", q.Fingerprint, q.Count, q.LastSeen.UTC().Format(time.RFC3339), strings.Join(q.Roles, ","), q.Text)
+}
+
+func joinStrings[T fmt.Stringer](xs []T) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = x.String()
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,194 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	pg_query "github.com/pganalyze/pg_query_go/v5"
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/metrics"
+)
+
+// CollectorOptions configure a Collector.
+type CollectorOptions struct {
+	// QueueSize bounds the statements waiting for the worker; when full,
+	// Observe drops. Default 1024.
+	QueueSize int
+	// Sample is the share of statements captured, in (0, 1]; 0 means 1.
+	Sample float64
+	// Deny, when set, is matched against each statement's raw text (its
+	// literals included); a match is never learnt from.
+	Deny *regexp.Regexp
+	// SaveEvery is how often the worker saves the store and applies the age
+	// bound. Default one minute.
+	SaveEvery time.Duration
+	Logger    *zap.Logger
+}
+
+// Stats are a Collector's running totals.
+type Stats struct {
+	// Captured: statements queued. Dropped: statements not queued because
+	// the queue was full (the relay never waits).
+	Captured, Dropped uint64
+	// Denied: matched the deny pattern. Unparsable: pg_query could not
+	// parse them. Skipped: not a SELECT, or a literal survived
+	// normalisation. Learnt: added to a profile.
+	Denied, Unparsable, Skipped, Learnt uint64
+	// Stored: fingerprints held now, over all databases.
+	Stored int
+}
+
+type observed struct {
+	database, role, sql string
+	at                  time.Time
+}
+
+// Collector is the capture side: Observe (a proxy.StatementObserver)
+// queues statements without ever blocking, and Run's worker analyses them
+// into the Store.
+type Collector struct {
+	store  *Store
+	opts   CollectorOptions
+	queue  chan observed
+	log    *zap.Logger
+	before func() // test hook: called by the worker before each statement
+
+	captured, dropped, denied, unparsable, skipped, learnt atomic.Uint64
+}
+
+// NewCollector is a collector feeding store.
+func NewCollector(store *Store, o CollectorOptions) *Collector {
+	if o.QueueSize <= 0 {
+		o.QueueSize = 1024
+	}
+	if o.Sample <= 0 || o.Sample > 1 {
+		o.Sample = 1
+	}
+	if o.SaveEvery <= 0 {
+		o.SaveEvery = time.Minute
+	}
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log}
+}
+
+// Store is the store the collector feeds.
+func (c *Collector) Store() *Store { return c.store }
+
+// Observe queues a copy of sql when it is sampled and the queue has room;
+// otherwise it counts the drop. It never blocks. sql may be the caller's
+// buffer: it is copied only when queued.
+func (c *Collector) Observe(database, role string, sql []byte) {
+	if c.opts.Sample < 1 && rand.Float64() >= c.opts.Sample {
+		return
+	}
+	if len(sql) > MaxLen {
+		c.skipped.Add(1)
+		return
+	}
+	select {
+	case c.queue <- observed{database: database, role: role, sql: string(sql), at: time.Now()}:
+		c.captured.Add(1)
+	default:
+		c.dropped.Add(1)
+	}
+}
+
+// Run analyses queued statements until ctx ends, saving the store every
+// SaveEvery and once more at the end.
+func (c *Collector) Run(ctx context.Context) error {
+	tick := time.NewTicker(c.opts.SaveEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			c.drain()
+			return c.save()
+		case <-tick.C:
+			_ = c.save()
+		case o := <-c.queue:
+			c.learn(o)
+		}
+	}
+}
+
+// drain learns what is already queued, without waiting for more.
+func (c *Collector) drain() {
+	for {
+		select {
+		case o := <-c.queue:
+			c.learn(o)
+		default:
+			return
+		}
+	}
+}
+
+func (c *Collector) save() error {
+	err := c.store.Save(time.Now())
+	if err != nil {
+		c.log.Warn("workload: save", zap.Error(err))
+	}
+	return err
+}
+
+func (c *Collector) learn(o observed) {
+	if c.before != nil {
+		c.before()
+	}
+	if c.opts.Deny != nil && c.opts.Deny.MatchString(o.sql) {
+		c.denied.Add(1)
+		return
+	}
+	if !utf8.ValidString(o.sql) {
+		c.unparsable.Add(1) // another client encoding: pg_query reads UTF-8
+		return
+	}
+	stmts, err := pg_query.SplitWithParser(o.sql, true)
+	if err != nil {
+		c.unparsable.Add(1)
+		return
+	}
+	p, err := c.store.Profile(o.database)
+	if err != nil {
+		c.log.Warn("workload: profile file", zap.String("database", o.database), zap.Error(err))
+	}
+	for _, stmt := range stmts {
+		s, err := Analyze(stmt)
+		switch {
+		case err == nil:
+			p.Add(s, o.role, o.at)
+			c.learnt.Add(1)
+		case errors.Is(err, ErrParse):
+			c.unparsable.Add(1)
+		default:
+			c.skipped.Add(1)
+		}
+	}
+}
+
+// Stats reads the running totals.
+func (c *Collector) Stats() Stats {
+	st := Stats{
+		Captured: c.captured.Load(), Dropped: c.dropped.Load(),
+		Denied: c.denied.Load(), Unparsable: c.unparsable.Load(), Skipped: c.skipped.Load(), Learnt: c.learnt.Load(),
+	}
+	for _, p := range c.store.Profiles() {
+		st.Stored += p.Len()
+	}
+	return st
+}
+
+// WorkloadTotals is Stats for the metrics (metrics.WorkloadSource).
+func (c *Collector) WorkloadTotals() metrics.WorkloadTotals {
+	s := c.Stats()
+	return metrics.WorkloadTotals{Captured: s.Captured, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt, Stored: s.Stored}
+}
