@@ -355,7 +355,10 @@ func renderJoins(s *catalog.Schema, links []JoinLink, searchPath []string) strin
 	b.WriteString("-- Join paths:\n")
 	for _, j := range links {
 		note := "same column name"
-		if j.Uses > 0 {
+		switch {
+		case j.Uses == 1:
+			note = "used by 1 query"
+		case j.Uses > 1:
 			note = fmt.Sprintf("used by %d queries", j.Uses)
 		}
 		fmt.Fprintf(&b, "--   %s = %s (%s)\n", name(j.Left), name(j.Right), note)
