@@ -113,29 +113,25 @@ func (e *Engine) loadLearned(ctx context.Context, a *ask) {
 func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *learned {
 	l := &learned{columns: map[string]int{}}
 	// table resolves a relation to its index in lx, -1 when unknown,
-	// ambiguous or not readable.
+	// ambiguous or not readable; each name once (a profile holds
+	// thousands of statements over few relations).
+	memo := map[Relation]int{}
 	table := func(r Relation) int {
-		key := r.Schema + "." + r.Name
-		if r.Schema == "" {
-			key = ""
-			for i := range full.Tables {
-				if t := &full.Tables[i]; t.Name == r.Name {
-					if key != "" {
-						return -1 // ambiguous
-					}
-					key = t.Schema + "." + t.Name
-				}
-			}
-		}
-		if i, ok := lx.index[key]; ok {
+		if i, ok := memo[r]; ok {
 			return i
 		}
-		return -1
+		i := resolveRelation(r, full, lx)
+		memo[r] = i
+		return i
 	}
 	readable := func(i int, col string) bool {
 		return visible.Tables[i].Column(col) != nil
 	}
-	seen := map[string]int{}
+	type linkKey struct {
+		a, b       int
+		colA, colB string
+	}
+	seen := map[linkKey]int{}
 	for _, j := range w.Joins {
 		a, b := table(j.Left.Relation), table(j.Right.Relation)
 		if a < 0 || b < 0 || a == b || !readable(a, j.Left.Column) || !readable(b, j.Right.Column) {
@@ -145,7 +141,7 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 		if lx.tables[b].key+"."+lk.colB < lx.tables[a].key+"."+lk.colA {
 			lk = learnedLink{a: b, b: a, colA: lk.colB, colB: lk.colA, count: lk.count}
 		}
-		k := fmt.Sprint(lk.a, lk.colA, lk.b, lk.colB)
+		k := linkKey{lk.a, lk.b, lk.colA, lk.colB}
 		if p, ok := seen[k]; ok {
 			l.joins[p].count += lk.count
 			continue
@@ -182,6 +178,29 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 	}
 	slices.SortStableFunc(l.queries, func(x, y learnedQuery) int { return y.count - x.count })
 	return l
+}
+
+// resolveRelation is r's index in lx: a qualified name as written, an
+// unqualified one as the one table of that name in any schema of full; -1
+// when there is none, more than one, or the asker may not read it (not in
+// lx).
+func resolveRelation(r Relation, full *catalog.Schema, lx *lexicon) int {
+	key := r.Schema + "." + r.Name
+	if r.Schema == "" {
+		key = ""
+		for i := range full.Tables {
+			if t := &full.Tables[i]; t.Name == r.Name {
+				if key != "" {
+					return -1 // ambiguous
+				}
+				key = t.Schema + "." + t.Name
+			}
+		}
+	}
+	if i, ok := lx.index[key]; ok {
+		return i
+	}
+	return -1
 }
 
 // namesHiddenColumn reports whether sql names, anywhere, a column of one of
