@@ -27,9 +27,9 @@ type SchemaChoice struct {
 // a snapshot — lexical keywords (the fallback when the model's keyword call
 // fails), value and description retrieval, deterministic schema selection
 // under budget tokens — as the catalog role sees it (no session, no
-// privilege filtering), with the engine's Workload, names resolved on searchPath (nil: public).
-// Benchmarks and `explain`-style tools use it; it
-// makes no LLM call and runs no SQL.
+// privilege filtering), with the engine's Workload, names resolved on
+// searchPath (nil: public). Benchmarks and `explain`-style tools use it;
+// it makes no LLM call and runs no SQL.
 func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int, searchPath []string) *SchemaChoice {
 	e.once.Do(e.applyDefaults)
 	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
