@@ -120,7 +120,7 @@ func Analyze(sql string) (Shape, error) {
 	if err != nil {
 		return Shape{}, fmt.Errorf("%w: deparse: %v", ErrParse, err)
 	}
-	fp, err := pg_query.Fingerprint(norm)
+	fp, err := pg_query.Fingerprint(sql)
 	if err != nil {
 		return Shape{}, fmt.Errorf("%w: fingerprint: %v", ErrParse, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -28,7 +29,13 @@ type CollectorOptions struct {
 	// SaveEvery is how often the worker saves the store and applies the age
 	// bound. Default one minute.
 	SaveEvery time.Duration
-	Logger    *zap.Logger
+	// DrainEvery is how often the worker empties the queue. It wakes on a
+	// clock rather than per statement, so that capture costs the relay no
+	// wake-up of another goroutine (a context switch per statement when
+	// the worker is idle). The queue must hold what arrives in between.
+	// Default 50ms.
+	DrainEvery time.Duration
+	Logger     *zap.Logger
 }
 
 // Stats are a Collector's running totals.
@@ -58,6 +65,9 @@ type Collector struct {
 	queue  chan observed
 	log    *zap.Logger
 	before func() // test hook: called by the worker before each statement
+	// refused holds fingerprints Analyze refused (not a SELECT, a literal
+	// left): the worker's own, bounded by maxRefused.
+	refused map[string]struct{}
 
 	captured, dropped, denied, unparsable, skipped, learnt atomic.Uint64
 }
@@ -73,11 +83,14 @@ func NewCollector(store *Store, o CollectorOptions) *Collector {
 	if o.SaveEvery <= 0 {
 		o.SaveEvery = time.Minute
 	}
+	if o.DrainEvery <= 0 {
+		o.DrainEvery = 50 * time.Millisecond
+	}
 	log := o.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log}
+	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log, refused: map[string]struct{}{}}
 }
 
 // Store is the store the collector feeds.
@@ -102,33 +115,32 @@ func (c *Collector) Observe(database, role string, sql []byte) {
 	}
 }
 
-// Run analyses queued statements until ctx ends, saving the store every
-// SaveEvery and once more at the end.
+// Run analyses queued statements every DrainEvery until ctx ends, saving
+// the store every SaveEvery and once more at the end.
 func (c *Collector) Run(ctx context.Context) error {
-	tick := time.NewTicker(c.opts.SaveEvery)
-	defer tick.Stop()
+	drain := time.NewTicker(c.opts.DrainEvery)
+	defer drain.Stop()
+	save := time.NewTicker(c.opts.SaveEvery)
+	defer save.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			c.drain()
 			return c.save()
-		case <-tick.C:
+		case <-save.C:
 			_ = c.save()
-		case o := <-c.queue:
-			c.learn(o)
+		case <-drain.C:
+			c.drain()
 		}
 	}
 }
 
-// drain learns what is already queued, without waiting for more.
+// drain learns what was queued when it started, so that statements
+// arriving faster than they are learnt cannot keep the worker from saving
+// or stopping.
 func (c *Collector) drain() {
-	for {
-		select {
-		case o := <-c.queue:
-			c.learn(o)
-		default:
-			return
-		}
+	for n := len(c.queue); n > 0; n-- {
+		c.learn(<-c.queue)
 	}
 }
 
@@ -152,16 +164,35 @@ func (c *Collector) learn(o observed) {
 		c.unparsable.Add(1) // another client encoding: pg_query reads UTF-8
 		return
 	}
-	stmts, err := pg_query.SplitWithParser(o.sql, true)
-	if err != nil {
-		c.unparsable.Add(1)
-		return
+	stmts := []string{o.sql}
+	if strings.IndexByte(o.sql, ';') >= 0 {
+		var err error
+		if stmts, err = pg_query.SplitWithParser(o.sql, true); err != nil {
+			c.unparsable.Add(1)
+			return
+		}
 	}
 	p, err := c.store.Profile(o.database)
 	if err != nil {
 		c.log.Warn("workload: profile file", zap.String("database", o.database), zap.Error(err))
 	}
 	for _, stmt := range stmts {
+		// The fingerprint costs a few µs, a full analysis ~50 times more:
+		// a statement whose fingerprint is held (or known not to be
+		// learnable) is counted without one.
+		fp, err := pg_query.Fingerprint(stmt)
+		if err != nil {
+			c.unparsable.Add(1)
+			continue
+		}
+		if p.Seen(fp, o.role, o.at) {
+			c.learnt.Add(1)
+			continue
+		}
+		if _, ok := c.refused[fp]; ok {
+			c.skipped.Add(1)
+			continue
+		}
 		s, err := Analyze(stmt)
 		switch {
 		case err == nil:
@@ -171,9 +202,16 @@ func (c *Collector) learn(o observed) {
 			c.unparsable.Add(1)
 		default:
 			c.skipped.Add(1)
+			if len(c.refused) >= maxRefused {
+				clear(c.refused)
+			}
+			c.refused[fp] = struct{}{}
 		}
 	}
 }
+
+// maxRefused bounds the fingerprints remembered as not learnable.
+const maxRefused = 4096
 
 // Stats reads the running totals.
 func (c *Collector) Stats() Stats {

@@ -93,14 +93,32 @@ func (p *Profile) Database() string { return p.database }
 
 // Add learns one run of s by role at time at, then applies the bounds.
 func (p *Profile) Add(s Shape, role string, at time.Time) {
-	at = at.UTC()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queries[s.Fingerprint]
 	if q == nil {
-		q = &Query{Shape: s, FirstSeen: at}
+		q = &Query{Shape: s, FirstSeen: at.UTC()}
 		p.queries[s.Fingerprint] = q
 	}
+	p.seenLocked(q, role, at)
+}
+
+// Seen learns one more run of a fingerprint already held, as Add would,
+// and reports whether it was held: the worker then skips analysing a
+// statement whose shape it knows.
+func (p *Profile) Seen(fingerprint, role string, at time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.queries[fingerprint]
+	if q == nil {
+		return false
+	}
+	p.seenLocked(q, role, at)
+	return true
+}
+
+func (p *Profile) seenLocked(q *Query, role string, at time.Time) {
+	at = at.UTC()
 	q.Count++
 	if at.After(q.LastSeen) {
 		q.LastSeen = at
