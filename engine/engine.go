@@ -72,6 +72,9 @@ type Engine struct {
 	// Pairs remembers question→SQL pairs per database for few-shot examples
 	// (nil: in this process only).
 	Pairs PairStore
+	// Workload is what the statements each database runs taught (nil: no
+	// learning): join paths, column use and example queries.
+	Workload Workload
 	// Parallel bounds the model calls one ask makes at once (generators and
 	// fixes); default 2. Ollama serves them in parallel up to its
 	// OLLAMA_NUM_PARALLEL.
@@ -193,6 +196,11 @@ type ask struct {
 	values   []valueindex.Match
 	descs    []descindex.Hit
 	schema   string
+	// What the database's workload taught that the asker may see, the join
+	// paths listed under the schema and the workload queries offered.
+	learned *learned
+	joins   []JoinLink
+	queries []string
 
 	profile *Profile
 	client  llm.Client // the engine's model client, counted against budget
@@ -280,6 +288,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if len(a.schema0.Tables) == 0 {
 		return nil, noTables(a, len(snap.Schema.Tables))
 	}
+	e.loadLearned(ctx, a)
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
@@ -296,6 +305,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		Values:       promptValues(a.values),
 		Descriptions: promptDescriptions(a.descs),
 		Examples:     e.examples(ctx, a),
+		Queries:      a.queries,
 		Guard:        e.guardOptions(a),
 	}
 

@@ -45,7 +45,7 @@ func (g cotGenerator) Generate(ctx context.Context, in *GenInput, m Model, _ Run
 	}
 	p, err := prompts.Candidate(prompts.CandidateParams{
 		Question: in.Question, Schema: schema, Values: in.Values, Descriptions: in.Descriptions,
-		Examples: in.Examples, ServerVersion: in.ServerVersion, Method: g.method,
+		Examples: in.Examples, Queries: in.Queries, ServerVersion: in.ServerVersion, Method: g.method,
 	})
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (g syntheticGenerator) Generate(ctx context.Context, in *GenInput, m Model,
 	}
 	cp, err := prompts.Candidate(prompts.CandidateParams{
 		Question: in.Question, Schema: in.Schema, Values: in.Values, Descriptions: in.Descriptions,
-		Examples: examples, ServerVersion: in.ServerVersion, Method: methodDivide,
+		Examples: examples, Queries: in.Queries, ServerVersion: in.ServerVersion, Method: methodDivide,
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,9 @@ type lexicon struct {
 	// adj lists, per table, the tables it joins: a foreign key either way,
 	// or (for schemas without declared keys) a shared key-like column.
 	adj [][]int
+	// named are the joins inferred from a same-named key column, in
+	// sorted order.
+	named []namedJoin
 	// fullTokens is the full rendering's size without retrieved examples;
 	// softTokens the cost of listing every table with its columns (the soft
 	// schema's "other tables"), namesTokens of listing names only.
@@ -32,6 +35,11 @@ type lexicon struct {
 	// schemas counts the schemas; schemasTokens is the cost of one summary
 	// line for each.
 	schemas, schemasTokens int
+}
+
+type namedJoin struct {
+	a, b int
+	col  string
 }
 
 type lexTable struct {
@@ -313,6 +321,7 @@ func (lx *lexicon) buildJoins(s *catalog.Schema) {
 		for a := range ts {
 			for b := a + 1; b < len(ts); b++ {
 				link(ts[a], ts[b])
+				lx.named = append(lx.named, namedJoin{ts[a], ts[b], col})
 				lx.tables[ts[a]].keys[col] = true
 				lx.tables[ts[b]].keys[col] = true
 			}

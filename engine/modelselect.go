@@ -42,7 +42,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	}
 	// An unusable answer, or a spent budget, degrades a step to its input.
 	degraded := func(err error) bool { return errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) }
-	lx := e.lex.get(a.schema0)
+	lx := e.lex.get(a.schema0).withLearnedJoins(a.learned)
 	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
 	cands := lx.rank(sc, q, a.values, a.descs)
@@ -51,7 +51,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 		return nil
 	}
 	names := newDisplayNames(a.schema0, opts.SearchPath)
-	valueCols := map[string]bool{}
+	valueCols := a.learned.usedColumns(lx)
 	for _, m := range a.values {
 		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
 	}
@@ -205,11 +205,14 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	if soft {
 		rendered = a.schema0.RenderSoft(sel, opts)
 	}
+	joins := lx.joinLinks(a.schema0, a.learned, tables, tables)
+	rendered += renderJoins(a.schema0, joins, opts.SearchPath)
 	if estimateTokens(rendered) > e.SchemaMaxTokens {
 		st.Note = strings.Join(append(notes, fmt.Sprintf("choice of ~%d tokens exceeds the budget; deterministic selection kept", estimateTokens(rendered))), "; ")
 		return nil
 	}
-	a.schema = rendered
+	a.schema, a.joins = rendered, joins
+	a.queries = lx.workloadQueries(a.learned, tables, q, e.SchemaMaxTokens)
 	st.Note = strings.Join(append(notes, fmt.Sprintf("chosen %s, ~%d tokens", strings.Join(chosen, ", "), estimateTokens(rendered))), "; ")
 	return nil
 }

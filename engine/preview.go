@@ -14,6 +14,10 @@ type SchemaChoice struct {
 	// Schema is the rendered schema text and Tokens its estimated size.
 	Schema string
 	Tokens int
+	// Joins are the join paths listed under the schema, Queries the
+	// workload queries offered (Engine.Workload).
+	Joins   []JoinLink
+	Queries []string
 	// Keywords and Values are what retrieval worked from and found.
 	Keywords []string
 	Values   []valueindex.Match
@@ -23,15 +27,16 @@ type SchemaChoice struct {
 // a snapshot — lexical keywords (the fallback when the model's keyword call
 // fails), value and description retrieval, deterministic schema selection
 // under budget tokens — as the catalog role sees it (no session, no
-// privilege filtering), names resolved on searchPath (nil: public).
-// Benchmarks and `explain`-style tools use it; it
-// makes no LLM call and runs no SQL.
+// privilege filtering), with the engine's Workload, names resolved on
+// searchPath (nil: public). Benchmarks and `explain`-style tools use it;
+// it makes no LLM call and runs no SQL.
 func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int, searchPath []string) *SchemaChoice {
 	e.once.Do(e.applyDefaults)
 	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
 		sess: &session{searchPath: searchPath}, trace: &Trace{}}
+	e.loadLearned(ctx, a)
 	a.keywords = lexicalKeywords(question)
 	e.retrieve(ctx, a)
 	sel := e.selectSchemaBudget(a, budget)
-	return &SchemaChoice{Tables: sel, Schema: a.schema, Tokens: estimateTokens(a.schema), Keywords: a.keywords, Values: a.values}
+	return &SchemaChoice{Tables: sel, Schema: a.schema, Tokens: estimateTokens(a.schema), Joins: a.joins, Queries: a.queries, Keywords: a.keywords, Values: a.values}
 }

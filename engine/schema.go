@@ -31,21 +31,33 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 		// model writes SQL that resolves in this session.
 		opts.SearchPath = a.sess.searchPath
 	}
-	lx := e.lex.get(a.schema0)
+	lx := e.lex.get(a.schema0).withLearnedJoins(a.learned)
+	q := questionTerms(a.req.Question, a.keywords)
+	// Join paths under the schema: the workload's, then those inferred
+	// from names (declared keys are in the tables themselves).
+	withJoins := func(text string, shown, relevant []int) string {
+		a.joins = lx.joinLinks(a.schema0, a.learned, shown, relevant)
+		return text + renderJoins(a.schema0, a.joins, opts.SearchPath)
+	}
 	if lx.fullTokens+examplesTokens(a.values) <= budget {
-		if full := a.schema0.RenderFull(opts); estimateTokens(full) <= budget {
+		all := make([]int, len(lx.tables))
+		for i := range all {
+			all[i] = i
+		}
+		ranked := lx.rank(lx.tableScores(q, a.values, a.descs), q, a.values, a.descs)
+		if full := withJoins(a.schema0.RenderFull(opts), all, ranked); estimateTokens(full) <= budget {
 			a.schema = full
 			st.Note = fmt.Sprintf("full schema, %d tables, ~%d tokens", len(a.schema0.Tables), estimateTokens(full))
-			all := make([]string, 0, len(lx.tables))
+			a.queries = lx.workloadQueries(a.learned, ranked, q, budget)
+			keys := make([]string, 0, len(lx.tables))
 			for _, lt := range lx.tables {
-				all = append(all, lt.key)
+				keys = append(keys, lt.key)
 			}
-			return all
+			return keys
 		}
 	}
-	q := questionTerms(a.req.Question, a.keywords)
 	sc := lx.tableScores(q, a.values, a.descs)
-	valueCols := map[string]bool{}
+	valueCols := a.learned.usedColumns(lx)
 	for _, m := range a.values {
 		valueCols[m.Schema+"."+m.Table+"."+m.Column] = true
 	}
@@ -55,6 +67,7 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	soft, reserve := softMode(lx, budget, &opts)
 	sel := catalog.Selection{}
 	var chosen []string
+	var idx []int
 	used := reserve
 	for _, i := range lx.rank(sc, q, a.values, a.descs) {
 		key := lx.tables[i].key
@@ -65,22 +78,24 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 		}
 		sel[key] = cols
 		chosen = append(chosen, key)
+		idx = append(idx, i)
 		used += size
 	}
 	render := func() string {
 		if soft {
-			return a.schema0.RenderSoft(sel, opts)
+			return withJoins(a.schema0.RenderSoft(sel, opts), idx, idx)
 		}
-		return a.schema0.RenderSelected(sel, opts)
+		return withJoins(a.schema0.RenderSelected(sel, opts), idx, idx)
 	}
 	rendered := render()
-	// Keys shared between detailed tables add lines: drop from the tail
-	// until the rendering fits.
+	// Keys shared between detailed tables, and join paths, add lines: drop
+	// from the tail until the rendering fits.
 	for estimateTokens(rendered) > budget && len(chosen) > 1 {
 		delete(sel, chosen[len(chosen)-1])
-		chosen = chosen[:len(chosen)-1]
+		chosen, idx = chosen[:len(chosen)-1], idx[:len(idx)-1]
 		rendered = render()
 	}
+	a.queries = lx.workloadQueries(a.learned, idx, q, budget)
 	a.schema = rendered
 	kind := "selected"
 	if soft {

@@ -43,11 +43,14 @@ type Candidate struct {
 // GenInput is what a generator, the fixer and the selector know about the
 // question: the prompt material, ready to render.
 type GenInput struct {
-	Question      string
-	Schema        string // rendered schema the model sees
-	Values        []prompts.ValueMatch
-	Descriptions  []prompts.Description
-	Examples      []prompts.Example // remembered question→SQL pairs
+	Question     string
+	Schema       string // rendered schema the model sees
+	Values       []prompts.ValueMatch
+	Descriptions []prompts.Description
+	Examples     []prompts.Example // remembered question→SQL pairs
+	// Queries are normalised statements this database runs over the
+	// tables shown (no question attached; literals are parameters).
+	Queries       []string
 	ServerVersion string
 	// Guard is what this ask's SQL is sealed with (the operator's lists and
 	// the database's function catalog), for stages that seal SQL themselves.

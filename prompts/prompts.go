@@ -175,12 +175,15 @@ func TableSelection(p TableSelectionParams) (Prompt, error) {
 
 // CandidateParams feeds divide-and-conquer candidate generation.
 type CandidateParams struct {
-	Question      string // required
-	Hint          string
-	Schema        string // required
-	Values        []ValueMatch
-	Descriptions  []Description
-	Examples      []Example
+	Question     string // required
+	Hint         string
+	Schema       string // required
+	Values       []ValueMatch
+	Descriptions []Description
+	Examples     []Example
+	// Queries are statements the database runs over these tables,
+	// normalised (literals are $n parameters), with no question attached.
+	Queries       []string
 	ServerVersion string // e.g. "16"; optional
 	// Method is the chain of thought asked for: MethodDivide (default) or
 	// MethodPlan.

@@ -61,6 +61,7 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 				Question: question, Hint: "last month = the previous calendar month", Schema: schema,
 				Values: sampleValues, Descriptions: sampleDescriptions, ServerVersion: "16",
 				Examples: []Example{{Question: "How many gold customers are there?", SQL: "SELECT count(*)\nFROM customers c\nWHERE c.\"Loyalty Tier\" = 'gold'"}},
+				Queries:  []string{"SELECT s.name, sum(o.total)\nFROM orders o JOIN stores s ON s.id = o.store_id\nWHERE o.status = $1 GROUP BY s.name"},
 			})
 		},
 		"fixer_error": func() (Prompt, error) {

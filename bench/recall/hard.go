@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
@@ -221,7 +222,7 @@ func questionsFor(ds *dataset.Dataset, only []string) ([]dataset.Question, []str
 	var qs []dataset.Question
 	var dbs []string
 	for _, q := range ds.Questions {
-		if q.Unanswerable || (len(only) > 0 && !contains(only, q.DB)) {
+		if q.Unanswerable || !sqleval.Wanted(only, q.DB) {
 			continue
 		}
 		if !slices.Contains(dbs, q.DB) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
@@ -53,7 +54,7 @@ func TestRecallPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, qs, err := setup(ctx, c, pgtest.UniqueName(t, "recall"), ds, []string{"restaurants", "geography"})
+	snap, qs, err := sqleval.Merged(ctx, c, pgtest.UniqueName(t, "recall"), ds, []string{"restaurants", "geography"})
 	if err != nil {
 		t.Fatal(err)
 	}

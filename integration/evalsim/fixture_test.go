@@ -70,9 +70,10 @@ func (f *fixture) direct(ctx context.Context, db string) (*pgx.Conn, error) {
 }
 
 // proxyFor starts an in-process proxy whose engine talks to a fake Ollama
-// answering with sim; each call gets a fresh engine (no cache shared
-// between runs). It returns a Connect for the runner.
-func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Context, db string) (*pgx.Conn, error) {
+// answering with sim and learns from w (nil: nothing); each call gets a
+// fresh engine (no cache shared between runs). It returns a Connect for
+// the runner.
+func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim, w engine.Workload) func(ctx context.Context, db string) (*pgx.Conn, error) {
 	t.Helper()
 	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: sim.Rule()})
 	client, err := llm.New(llm.Config{
@@ -84,7 +85,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim) func(ctx context.Cont
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop()}
+	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop(), Workload: w}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: router.Translator{Engine: eng, StatementTimeout: 30 * time.Second},

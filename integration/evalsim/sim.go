@@ -59,6 +59,14 @@ type Options struct {
 	Kinds []string
 	// MaxVariants kept per question (default 6).
 	MaxVariants int
+	// ExampleLift models what a workload example teaches: when an
+	// SQL-writing prompt lists, among the queries the database runs, one
+	// reading exactly the gold's tables (other than the gold's own shape,
+	// which the workload of a real database would not hold for a new
+	// question), the probability of a right answer rises from P to
+	// P + ExampleLift·(1 − P): the example closes that share of the gap.
+	// 0 leaves examples without effect.
+	ExampleLift float64
 }
 
 // Sim is the simulated model. Prepare it, then serve Rule() from a fake Ollama.
@@ -71,6 +79,7 @@ type Sim struct {
 	kinds   map[string]int // calls answered per kind
 	unknown []string       // prompts of unknown kinds (first lines)
 	emitted map[string]bool
+	lifted  int // SQL calls whose prompt held an example over the gold's tables
 	// connect runs candidates it does not recognise, to judge them.
 	connect func(ctx context.Context, db string) (*pgx.Conn, error)
 }
@@ -444,7 +453,14 @@ func (s *Sim) reply(v fakeollama.ChatView) string {
 			s.mu.Unlock()
 			return sqlReply(sq.wrong[0].sql)
 		}
-		return sqlReply(s.sqlAnswer(sq, r))
+		p := s.opts.P
+		if s.opts.ExampleLift > 0 && exampleOverGold(v.LastUser(), sq) {
+			p += s.opts.ExampleLift * (1 - p)
+			s.mu.Lock()
+			s.lifted++
+			s.mu.Unlock()
+		}
+		return sqlReply(s.sqlAnswer(sq, r, p))
 	case CallSelector:
 		return s.selectorReply(v, sq, r)
 	case CallTestsGen:
@@ -491,10 +507,10 @@ func defaultReply(kind string) string {
 	return "{}"
 }
 
-// sqlAnswer is the right SQL with probability P, else a wrong variant.
-func (s *Sim) sqlAnswer(sq *simQuestion, r *rand.Rand) string {
+// sqlAnswer is the right SQL with probability p, else a wrong variant.
+func (s *Sim) sqlAnswer(sq *simQuestion, r *rand.Rand, p float64) string {
 	var sql string
-	right := r.Float64() < s.opts.P || len(sq.wrong) == 0
+	right := r.Float64() < p || len(sq.wrong) == 0
 	if right {
 		sql = sq.right[r.IntN(len(sq.right))]
 	} else {

@@ -70,6 +70,13 @@ func parallel() int {
 // the results and the simulation's stats.
 func simulate(t *testing.T, f *fixture, opts evalsim.Options, profile, name string) ([]runner.Result, evalsim.Stats, *evalsim.Sim) {
 	t.Helper()
+	return simulateLearning(t, f, opts, profile, name, false)
+}
+
+// simulateLearning is simulate with, when learn is set, the engine
+// learning from the simulation's workload (evalsim.Sim.Workload).
+func simulateLearning(t *testing.T, f *fixture, opts evalsim.Options, profile, name string, learn bool) ([]runner.Result, evalsim.Stats, *evalsim.Sim) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if f.sim == nil {
@@ -81,7 +88,14 @@ func simulate(t *testing.T, f *fixture, opts evalsim.Options, profile, name stri
 		f.sim = sim
 	}
 	sim, st := f.sim.With(opts)
-	connect := f.proxyFor(t, sim)
+	var w engine.Workload
+	if learn {
+		var err error
+		if w, err = sim.Workload(f.prefix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect := f.proxyFor(t, sim, w)
 	out := filepath.Join(outDir(t), name+".jsonl")
 	_ = os.Remove(out)
 	start := time.Now()
@@ -186,6 +200,7 @@ func TestSimulatedEvaluation(t *testing.T) {
 	}
 	t.Run("fast/literal-case", func(t *testing.T) { literalCase(t, f) })
 	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
+	t.Run("fast/workload-examples", func(t *testing.T) { workloadExamples(t, f) })
 
 	// The report of every run, for people (go test -artifacts keeps it;
 	// EVALSIM_OUT names a directory).
@@ -259,6 +274,30 @@ func maxBeatsFast(t *testing.T, f *fixture) {
 		nf, len(fast), nm, len(maxRes), nm-nf, 100*float64(nm-nf)/float64(len(fast)))
 	if nm <= nf {
 		t.Errorf("max %d right, fast %d: max should beat fast when generators are right half the time and the selector 80%%", nm, nf)
+	}
+}
+
+// workloadExamples: with P = 0.5 and ExampleLift = 0.5, the fast profile
+// runs without and with the workload learnt (every gold SQL, its own
+// discounted by the simulated model). Some SQL prompts must hold an
+// example over the gold's tables, and the workload must not cost right
+// answers (the draws are the same; an example only raises the chance, see
+// evalsim.Options.ExampleLift). The figures are simulated, not accuracy;
+// the margin is logged.
+func workloadExamples(t *testing.T, f *fixture) {
+	opts := evalsim.Options{P: 0.5, Q: 0.8, Seed: seed, ExampleLift: 0.5}
+	off, _, _ := simulateLearning(t, f, opts, "fast", "fast-p05-noworkload", false)
+	on, _, sim := simulateLearning(t, f, opts, "fast", "fast-p05-workload", true)
+	f.all = append(f.all, off...)
+	f.all = append(f.all, on...)
+	n0, n1 := rightCount(off), rightCount(on)
+	t.Logf("p=0.5 lift=0.5 (simulated): fast without workload %d/%d, with %d/%d, margin %+d questions (%+.1f points); %d SQL calls held an example over the gold's tables",
+		n0, len(off), n1, len(on), n1-n0, 100*float64(n1-n0)/float64(len(off)), sim.Lifted())
+	if sim.Lifted() == 0 {
+		t.Fatal("no prompt held a workload example over the gold's tables")
+	}
+	if n1 < n0 {
+		t.Errorf("with the workload %d right, without %d: examples over the gold's tables must not hurt", n1, n0)
 	}
 }
 
