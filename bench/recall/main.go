@@ -42,6 +42,9 @@ func main() {
 	budgets := flag.String("budgets", "1000,2000,4000", "schema token budgets")
 	verbose := flag.Bool("v", false, "list the questions whose gold tables were missed at the largest budget, and missed literals")
 	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
+	ollama := flag.String("ollama", envOr("NLPROXY_REAL_OLLAMA", "http://127.0.0.1:11434"), "model server for -embed-model (env NLPROXY_REAL_OLLAMA)")
+	api := flag.String("llm-api", "ollama", "API of the -ollama server: ollama or openai")
+	embedModel := flag.String("embed-model", os.Getenv("NLPROXY_REAL_EMBED_MODEL"), "embedding model: also measure every retrieval with it, beside the lexical path (env NLPROXY_REAL_EMBED_MODEL)")
 	hard := flag.Bool("hard", false, "the harder benchmark: every schema on the search_path beside distractor schemas (renamed, prefixed and camelCase copies, the sample and wide databases)")
 	flag.Parse()
 	var bs []int
@@ -56,6 +59,13 @@ func main() {
 	var only []string
 	if *dbs != "" {
 		only = strings.Split(*dbs, ",")
+	}
+	if *embedModel != "" && !*hard {
+		if err := runEmbed(context.Background(), *dir, only, bs, *ollama, *api, *embedModel, *jsonOut); err != nil {
+			fmt.Fprintln(os.Stderr, "recall:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(context.Background(), *dir, only, bs, *hard, *verbose, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "recall:", err)
@@ -103,11 +113,70 @@ func run(ctx context.Context, dir string, only []string, budgets []int, hard, ve
 	return nil
 }
 
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// runEmbed measures every retrieval twice, lexically and with the
+// embedding model; without a reachable server it says so and measures
+// the lexical path alone.
+func runEmbed(ctx context.Context, dir string, only []string, budgets []int, host, api, model, jsonOut string) error {
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
+	defer cancel()
+	m, err := realEmbedder(ctx, host, api, model)
+	if err != nil {
+		fmt.Printf("embedding comparison skipped: no embedding model %q at %s (%v); lexical figures only\n\n", model, host, err)
+		return run(ctx, dir, only, budgets, false, false, jsonOut)
+	}
+	ds, err := dataset.OpenSQLEval(dir)
+	if err != nil {
+		return err
+	}
+	c, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	start := time.Now()
+	snaps, qs, err := setupWith(ctx, c, "sqleval_merged", ds, only, descindex.Options{}, descindex.Options{Embedder: m})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("loaded %d questions; description index embedded in %s\n", len(qs), time.Since(start).Round(time.Second))
+	er, err := compareEmbeddings(ctx, snaps[0], snaps[1], qs, budgets, m, model)
+	if err != nil {
+		return err
+	}
+	er.Lexical.print(os.Stdout, false)
+	er.print(os.Stdout)
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(er, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}
+
 // setup loads the databases the answerable questions use (restricted to
 // only, when given) into one database of cluster c, one schema each, and
 // builds its catalog snapshot with their glossaries. It returns the
 // answerable questions of the loaded databases.
 func setup(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, error) {
+	snaps, qs, err := setupWith(ctx, c, name, ds, only, descindex.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return snaps[0], qs, nil
+}
+
+// setupWith is setup building one snapshot per description-index option
+// set (with and without an embedder), of the same loaded database.
+func setupWith(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string, descs ...descindex.Options) ([]*catalog.Snapshot, []dataset.Question, error) {
 	var qs []dataset.Question
 	for _, q := range ds.Questions {
 		if !q.Unanswerable {
@@ -147,9 +216,17 @@ func setup(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Data
 	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
 		return nil, nil, err
 	}
-	snap, err := catalog.Build(ctx, conn, name, opts)
-	if err != nil {
-		return nil, nil, err
+	var snaps []*catalog.Snapshot
+	for _, d := range descs {
+		opts.Descriptions = d
+		snap, err := catalog.Build(ctx, conn, name, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := snap.Descriptions.Embed(ctx); err != nil {
+			return nil, nil, err
+		}
+		snaps = append(snaps, snap)
 	}
 	var out []dataset.Question
 	for _, q := range qs {
@@ -157,7 +234,7 @@ func setup(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Data
 			out = append(out, q)
 		}
 	}
-	return snap, out, nil
+	return snaps, out, nil
 }
 
 func contains(xs []string, x string) bool {
