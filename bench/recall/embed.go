@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type memoEmbedder struct {
 	calls int
 	texts int
 	took  time.Duration
+	// Failed calls: the indexes then fall back to the lexical ranking
+	// without a word, so the figures must say how often.
+	fails    int
+	firstErr error
 }
 
 func (m *memoEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
@@ -46,6 +51,12 @@ func (m *memoEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 		start := time.Now()
 		vs, err := m.inner.Embed(ctx, miss)
 		if err != nil {
+			m.mu.Lock()
+			m.fails++
+			if m.firstErr == nil {
+				m.firstErr = err
+			}
+			m.mu.Unlock()
 			return nil, err
 		}
 		if len(vs) != len(miss) {
@@ -106,6 +117,8 @@ type embedReport struct {
 	EmbedCalls int     `json:"embed_calls"`
 	EmbedTexts int     `json:"embed_texts"`
 	EmbedSecs  float64 `json:"embed_seconds"`
+	EmbedFails int     `json:"embed_failures"`
+	FirstError string  `json:"first_embed_error,omitempty"`
 }
 
 type pairFigures struct {
@@ -117,6 +130,10 @@ type pairFigures struct {
 	RelLexical, RelEmbed     int
 }
 
+// perturbedPerClass: the value cases per perturbation class; each is one
+// embedding call of 21 texts.
+const perturbedPerClass = 40
+
 // compareEmbeddings measures the same questions twice: snaps[0] built
 // lexically, snaps[1] with the embedder in its description index.
 func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dataset.Question, budgets []int, m *memoEmbedder, model string) (*embedReport, error) {
@@ -125,6 +142,18 @@ func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dat
 	var err error
 	if er.Lexical, err = evaluate(ctx, lex, qs, budgets, nil, names); err != nil {
 		return nil, err
+	}
+	// Batched up front: the questions (remembered pairs) and the
+	// description searches (question and lexical keywords, as the engine
+	// words them); a text not seen here is embedded when needed.
+	var texts []string
+	pe := &engine.Engine{}
+	for _, q := range qs {
+		ch := pe.PreviewSchema(ctx, lex, q.Question, budgets[0], nil)
+		texts = append(texts, q.Question, q.Question+" "+strings.Join(ch.Keywords, " "))
+	}
+	if _, err := m.Embed(ctx, texts); err != nil {
+		return nil, fmt.Errorf("embed the questions: %w", err)
 	}
 	// Values as the engine would find them if it passed the embedder.
 	embedValues := func(ctx context.Context, snap *catalog.Snapshot, keywords []string) []valueindex.Match {
@@ -136,7 +165,7 @@ func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dat
 	er.ValueLexical = [2]int{er.Lexical.Rows[""].LiteralsFound, er.Lexical.Rows[""].Literals}
 	er.ValueEmbed = [2]int{er.Embed.Rows[""].LiteralsFound, er.Embed.Rows[""].Literals}
 
-	cases := valuerecall.Generate(lex.Values, 42, 60)
+	cases := valuerecall.Generate(lex.Values, 42, perturbedPerClass)
 	l := valuerecall.EvaluateWith(ctx, lex.Values, cases, nil)
 	e := valuerecall.EvaluateWith(ctx, lex.Values, cases, m)
 	for _, cl := range valuerecall.Classes() {
@@ -145,7 +174,10 @@ func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dat
 	if er.Pairs, err = comparePairs(ctx, lex, qs, m); err != nil {
 		return nil, err
 	}
-	er.EmbedCalls, er.EmbedTexts, er.EmbedSecs = m.calls, m.texts, m.took.Seconds()
+	er.EmbedCalls, er.EmbedTexts, er.EmbedSecs, er.EmbedFails = m.calls, m.texts, m.took.Seconds(), m.fails
+	if m.firstErr != nil {
+		er.FirstError = m.firstErr.Error()
+	}
 	return er, nil
 }
 
@@ -241,7 +273,11 @@ func (er *embedReport) print(w io.Writer) {
 	p := er.Pairs
 	fmt.Fprintf(w, "%-34s %5.1f%% %6s %5.1f%%\n", fmt.Sprintf("pairs: same-table example shown (n=%d)", p.Questions), pct(p.HitLexical, p.Questions), "", pct(p.HitEmbed, p.Questions))
 	fmt.Fprintf(w, "%-34s %5.1f%% %6s %5.1f%%\n", "pairs: examples reading its tables", pct(p.RelLexical, p.ShownLexical), "", pct(p.RelEmbed, p.ShownEmbed))
-	fmt.Fprintf(w, "embedding server: %d calls, %d texts, %.1f s (each distinct text embedded once)\n", er.EmbedCalls, er.EmbedTexts, er.EmbedSecs)
+	fmt.Fprintf(w, "embedding server: %d calls, %d texts, %.1f s (each distinct text embedded once); %d failed calls (lexical fallback)\n",
+		er.EmbedCalls, er.EmbedTexts, er.EmbedSecs, er.EmbedFails)
+	if er.FirstError != "" {
+		fmt.Fprintf(w, "first failure: %s\n", er.FirstError)
+	}
 }
 
 func floor(r *report, i int) float64 {
