@@ -85,7 +85,7 @@ func (m *memoEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 // error says why there is none (no server, no such model).
 func realEmbedder(ctx context.Context, host, api, model string) (*memoEmbedder, error) {
 	client, err := llm.NewPool(llm.Config{Host: host, API: api, Models: map[llm.Role]string{llm.RoleEmbedding: model},
-		CallTimeout: 2 * time.Minute, Logger: zap.NewNop()}, nil, nil)
+		CallTimeout: 5 * time.Minute, EmbedBatch: 8, Logger: zap.NewNop()}, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package realmodel_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +73,7 @@ type recorder struct {
 	target string
 	mu     sync.Mutex
 	calls  []call
+	kept   int // exchanges written by keep
 	// started receives a value when a chat request arrives (buffered; the
 	// cancellation test waits on it).
 	started chan struct{}
@@ -84,7 +87,8 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		default:
 		}
 	}
-	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.target+req.URL.RequestURI(), req.Body)
+	reqBody, _ := io.ReadAll(req.Body)
+	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.target+req.URL.RequestURI(), bytes.NewReader(reqBody))
 	out.Header = req.Header.Clone()
 	resp, err := http.DefaultTransport.RoundTrip(out)
 	if err != nil {
@@ -100,6 +104,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// Recorded before the engine gets the answer, so that the ask's
 		// figures are all here when it ends.
 		r.record(body, resp.StatusCode, err != nil || req.Context().Err() != nil)
+		r.keep(reqBody, body)
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -122,6 +127,52 @@ func (r *recorder) record(body []byte, status int, gone bool) {
 	if json.Unmarshal(lines[len(lines)-1], &last) == nil && status == http.StatusOK {
 		r.add(call{Prompt: last.PromptEvalCount, Eval: last.EvalCount})
 	}
+}
+
+// keep writes one chat exchange to $NLPROXY_REAL_TRANSCRIPTS (when set),
+// in the form of engine/llm/testdata/real: how transcripts of what the real
+// model writes are collected for the parsers' regression tests.
+func (r *recorder) keep(reqBody, body []byte) {
+	dir := os.Getenv("NLPROXY_REAL_TRANSCRIPTS")
+	if dir == "" {
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role, Content string
+		} `json:"messages"`
+		Options map[string]any `json:"options"`
+	}
+	if json.Unmarshal(reqBody, &req) != nil || len(req.Messages) == 0 {
+		return
+	}
+	var content strings.Builder
+	reason := ""
+	for _, line := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+		var part struct {
+			Message    struct{ Content string } `json:"message"`
+			DoneReason string                   `json:"done_reason"`
+		}
+		if json.Unmarshal(line, &part) == nil {
+			content.WriteString(part.Message.Content)
+			reason = cmp.Or(part.DoneReason, reason)
+		}
+	}
+	system := ""
+	if req.Messages[0].Role == "system" {
+		system, _, _ = strings.Cut(req.Messages[0].Content, "\n")
+	}
+	b, _ := json.MarshalIndent(map[string]any{
+		"api": "/api/chat", "model": req.Model, "system_first_line": system,
+		"prompt": req.Messages[len(req.Messages)-1].Content, "max_tokens": req.Options["num_predict"],
+		"done_reason": reason, "content": content.String(),
+	}, "", " ")
+	r.mu.Lock()
+	r.kept++
+	n := r.kept
+	r.mu.Unlock()
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%04d.json", os.Getpid(), n)), b, 0o644)
 }
 
 func (r *recorder) add(c call) {

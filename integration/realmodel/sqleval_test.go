@@ -24,6 +24,9 @@ const (
 	// must end the ask in 57014 with the session usable — the machinery
 	// under test; answers are not scored.
 	sqlEvalBudget = 5 * time.Second
+	// askAllBudget bounds the ask(all) question (context switch, plan,
+	// each database's SQL, answer: several calls).
+	askAllBudget = 20 * time.Second
 )
 
 // loadSQLEval loads sql-eval databases into the fixture's cluster, readable
@@ -51,9 +54,10 @@ func (f *fixture) loadSQLEval(t *testing.T, dbs ...string) []dataset.Question {
 }
 
 // TestRealModelSQLEval asks a dozen sql-eval questions in each profile
-// with a short budget: each ends in rows or a clean SQLSTATE, the session
-// stays usable, every prompt fits num_ctx and, for asks the budget did not
-// cut off, the calls and tokens reported are the real server's.
+// with a short budget, then one across two databases (ask(all)): each ends
+// in rows or a clean SQLSTATE, the session stays usable, every prompt fits
+// num_ctx and, for asks the budget did not cut off, the calls and tokens
+// reported are the real server's.
 func TestRealModelSQLEval(t *testing.T) {
 	f := newFixture(t)
 	qs := f.loadSQLEval(t, sqlEvalDB)
@@ -96,6 +100,22 @@ func TestRealModelSQLEval(t *testing.T) {
 			}
 		})
 	}
+	// A question across two databases (the shop and sql-eval's
+	// restaurants) through ask(all), on the same cluster.
+	t.Run("all", func(t *testing.T) {
+		c := f.connect(t, f.proxyMulti(t, f.recURL(t), "", askAllBudget, []string{db, sqlEvalDB}))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		f.rec.take()
+		got := outcome(ctx, t, c, fmt.Sprintf("/* ask(all): Are there more customers in the shop than restaurants? (run %d) */", run))
+		cs := f.rec.take()
+		p, comp := f.checkCountsAfter(t, cs, got)
+		t.Logf("ask(all) across %s and %s, budget %s: %s; %d model calls, %d+%d tokens answered", db, sqlEvalDB, askAllBudget, got, len(cs), p, comp)
+		if len(cs) == 0 {
+			t.Error("no model call for a new question")
+		}
+		assertUsable(ctx, t, c)
+	})
 }
 
 // codeOf is the SQLSTATE of an outcome ("" for rows).
@@ -104,24 +124,4 @@ func codeOf(outcome string) string {
 		return code
 	}
 	return ""
-}
-
-// TestRealModelAskAll: a question across two databases (the shop and
-// sql-eval's restaurants) through ask(all): rows or a clean SQLSTATE, the
-// session usable, prompts within num_ctx.
-func TestRealModelAskAll(t *testing.T) {
-	f := newFixture(t)
-	f.loadSQLEval(t, sqlEvalDB)
-	c := f.connect(t, f.proxyMulti(t, f.recURL(t), "", askBudget, []string{db, sqlEvalDB}))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	f.rec.take()
-	got := outcome(ctx, t, c, fmt.Sprintf("/* ask(all): Are there more customers in the shop than restaurants? (run %d) */", time.Now().UnixNano()))
-	cs := f.rec.take()
-	p, comp := f.checkCountsAfter(t, cs, got)
-	t.Logf("ask(all) across %s and %s: %s; %d model calls, %d+%d tokens answered", db, sqlEvalDB, got, len(cs), p, comp)
-	if len(cs) == 0 {
-		t.Error("no model call for a new question")
-	}
-	assertUsable(ctx, t, c)
 }
