@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -132,6 +133,13 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embeddin
 		start := time.Now()
 		er := selectionRecall(ctx, multidb.NewMemory(snaps, emb), names, qs)
 		fmt.Fprintf(os.Stdout, "\nwith embeddings (%s), same questions, %s:\n", embedModel, time.Since(start).Round(time.Second))
+		if c, ok := emb.(*countingEmbedder); ok {
+			fmt.Fprintf(os.Stdout, "embedding calls %d, failed %d (ranked by words alone)", c.calls, c.fails)
+			if c.firstErr != nil {
+				fmt.Fprintf(os.Stdout, "; first failure: %v", c.firstErr)
+			}
+			fmt.Fprintln(os.Stdout)
+		}
 		report(os.Stdout, er, names)
 		res.Embed = &er
 	}
@@ -202,12 +210,12 @@ func selectionRecall(ctx context.Context, mem *multidb.Memory, names []string, q
 // call; an error says why there is none.
 func embedder(ctx context.Context, host, api, model string) (embedding.Embedder, error) {
 	client, err := llm.NewPool(llm.Config{Host: host, API: api, Models: map[llm.Role]string{llm.RoleEmbedding: model},
-		CallTimeout: 2 * time.Minute, Logger: zap.NewNop()}, nil, nil)
+		CallTimeout: 5 * time.Minute, Logger: zap.NewNop()}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	e := llm.NewEmbedder(client, model)
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	e := &countingEmbedder{inner: llm.NewEmbedder(client, model)}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := e.Embed(pctx, []string{"probe"}); err != nil {
 		return nil, err
@@ -239,4 +247,28 @@ func report(w io.Writer, r Result, names []string) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// countingEmbedder counts failed calls: the memory then ranks by words
+// alone without a word, so the figures must say how often.
+type countingEmbedder struct {
+	inner    embedding.Embedder
+	mu       sync.Mutex
+	calls    int
+	fails    int
+	firstErr error
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	v, err := c.inner.Embed(ctx, texts)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if err != nil {
+		c.fails++
+		if c.firstErr == nil {
+			c.firstErr = err
+		}
+	}
+	return v, err
 }

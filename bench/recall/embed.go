@@ -90,7 +90,7 @@ func realEmbedder(ctx context.Context, host, api, model string) (*memoEmbedder, 
 		return nil, err
 	}
 	m := &memoEmbedder{inner: llm.NewEmbedder(client, model), vecs: map[string][]float32{}}
-	pctx, cancel := context.WithTimeout(ctx, time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if _, err := m.Embed(pctx, []string{"probe"}); err != nil {
 		return nil, err

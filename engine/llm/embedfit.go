@@ -12,17 +12,19 @@ import (
 
 // embedFitting sends one batch through send; when the server refuses it
 // because a text is longer than the model's context, it sends the batch
-// again with its longest texts cut in half, a few times. Ollama (v0.17.4,
-// BERT models such as all-MiniLM-L6-v2) is meant to truncate such input
-// itself, but counts tokens differently from its runner for text with
-// non-ASCII punctuation and then answers 400 "the input length exceeds the
-// context length" — seen with the sql-eval database summaries. What an
-// embedding model reads past its context adds nothing, so cutting is safe.
+// again with its longest texts cut to 1,024 runes, then in half, up to 8
+// times. Ollama v0.17.4 is meant to truncate such input itself, but for
+// all-MiniLM-L6-v2 and long text with non-ASCII punctuation (the sql-eval
+// database summaries, review texts) it answers 400 "the input length
+// exceeds the context length"; the indexes then ranked by words alone,
+// silently, and tried again at every search. Only the tail is lost, which
+// the model would not have read whole anyway.
 func embedFitting(ctx context.Context, batch []string, send func(context.Context, []string) ([][]float32, error)) ([][]float32, error) {
 	const (
-		tries   = 4
-		minCut  = 128 // runes: below this the text is not what is too long
-		ctxHint = "context length"
+		tries    = 8
+		minCut   = 128  // runes: below this the text is not what is too long
+		firstCut = 1024 // runes: a few hundred tokens
+		ctxHint  = "context length"
 	)
 	vecs, err := send(ctx, batch)
 	for try := 0; err != nil && try < tries && tooLongForContext(err, ctxHint); try++ {
@@ -31,6 +33,11 @@ func embedFitting(ctx context.Context, batch []string, send func(context.Context
 			longest = max(longest, utf8.RuneCountInString(t))
 		}
 		cut := longest / 2
+		if try == 0 {
+			// Each try costs a full pass over the batch: the first cut goes
+			// straight to what any model's context holds in words.
+			cut = min(cut, firstCut)
+		}
 		if cut < minCut {
 			break
 		}

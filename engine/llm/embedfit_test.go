@@ -66,6 +66,7 @@ func TestEmbedCutsTextsTooLongForTheContext(t *testing.T) {
 	}{
 		{"fits", "", "", []string{"short", long}, 2000, []float32{5, 1100}, 1, false},
 		{"halved twice", "", "", []string{"short", long}, 300, []float32{5, 275}, 3, false},
+		{"first cut", "", "", []string{strings.Repeat("x", 5000), "y"}, 1500, []float32{1024, 1}, 2, false},
 		{"openai", llm.APIOpenAI, "/v1", []string{long}, 600, []float32{550}, 2, false},
 		// 1100, 550, 275, 137 runes; cutting stops short of 128: the server's
 		// limit is then not about length.
