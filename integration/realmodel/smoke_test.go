@@ -241,7 +241,17 @@ func newFixture(t *testing.T) *fixture {
 // recorder; embedModel, when set, turns on embedding retrieval.
 func (f *fixture) proxyFor(t *testing.T, host, embedModel string) string {
 	t.Helper()
-	return f.proxyWith(t, host, embedModel, askBudget)
+	budget := askBudget
+	// Collecting transcripts on a loaded machine needs answers, not the
+	// CI budget: NLPROXY_REAL_ASK_BUDGET (a Go duration) raises it.
+	if v := os.Getenv("NLPROXY_REAL_ASK_BUDGET"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("NLPROXY_REAL_ASK_BUDGET: %v", err)
+		}
+		budget = d
+	}
+	return f.proxyWith(t, host, embedModel, budget)
 }
 
 func (f *fixture) proxyWith(t *testing.T, host, embedModel string, budget time.Duration) string {
