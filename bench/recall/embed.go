@@ -132,7 +132,7 @@ type pairFigures struct {
 
 // perturbedPerClass: the value cases per perturbation class; each is one
 // embedding call of 21 texts.
-const perturbedPerClass = 10
+const perturbedPerClass = 40
 
 // compareEmbeddings measures the same questions twice: snaps[0] built
 // lexically, snaps[1] with the embedder in its description index.
