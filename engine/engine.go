@@ -484,7 +484,8 @@ func (e *Engine) extractKeywords(ctx context.Context, a *ask) error {
 		return err
 	}
 	seen := map[string]bool{}
-	for _, k := range append(out.Entities, out.Keywords...) {
+	all := append(out.Entities, out.Keywords...)
+	for _, k := range inQuestion(a.req.Question, all) {
 		k = strings.TrimSpace(k)
 		if k != "" && !seen[strings.ToLower(k)] {
 			seen[strings.ToLower(k)] = true
@@ -494,6 +495,9 @@ func (e *Engine) extractKeywords(ctx context.Context, a *ask) error {
 	if len(a.keywords) == 0 {
 		a.keywords = lexicalKeywords(a.req.Question)
 		st.Note = "model found no keywords; lexical keywords"
+		if len(all) > 0 {
+			st.Note = "model's terms not in the question; lexical keywords"
+		}
 		return nil
 	}
 	st.Note = strings.Join(a.keywords, ", ")

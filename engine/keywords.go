@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/nlproxy/nlproxy/catalog/descindex"
 )
 
 // lexicalKeywords is the keyword stage's fallback when the model's answer is
@@ -124,3 +126,26 @@ var stopwords = func() map[string]bool {
 	}
 	return m
 }()
+
+// inQuestion keeps the model's terms that share a word with the question
+// (stemmed, as the description index tokenizes), as the keyword prompt
+// asks. Gemma 3 270M answered "How many customers are there?" with the
+// prompt's own example, ["flight", "departure delay", "airport"] and
+// ["JFK", "March 2021"]: looked up, such terms select unrelated tables and
+// values. It returns the terms kept.
+func inQuestion(question string, terms []string) []string {
+	words := map[string]bool{}
+	for _, w := range descindex.Tokenize(question) {
+		words[w] = true
+	}
+	var kept []string
+	for _, t := range terms {
+		for _, w := range descindex.Tokenize(t) {
+			if words[w] {
+				kept = append(kept, t)
+				break
+			}
+		}
+	}
+	return kept
+}

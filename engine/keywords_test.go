@@ -1,8 +1,15 @@
 package engine
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/prompts"
 )
 
 func TestLexicalKeywords(t *testing.T) {
@@ -57,5 +64,48 @@ func TestLexicalKeywordsApostrophes(t *testing.T) {
 				t.Errorf("%q: keywords %q contain %q", tt.question, got, w)
 			}
 		}
+	}
+}
+
+func TestInQuestion(t *testing.T) {
+	for _, tt := range []struct {
+		question string
+		terms    []string
+		want     []string
+	}{
+		// Plural and singular, case, phrases sharing one word.
+		{"How many customers are there in Los Angeles?", []string{"customer", "los angeles", "customer count"}, []string{"customer", "los angeles", "customer count"}},
+		// The prompt's example copied for another question.
+		{"How many customers are there?", []string{"JFK", "March 2021", "flight", "departure delay", "airport"}, nil},
+		{"Flights from JFK in March 2021\nUse upper-case airport codes.", []string{"JFK", "March 2021", "flight", "airport code", "revenue"}, []string{"JFK", "March 2021", "flight", "airport code"}},
+	} {
+		if got := inQuestion(tt.question, tt.terms); !slices.Equal(got, tt.want) {
+			t.Errorf("%q: kept %q, want %q", tt.question, got, tt.want)
+		}
+	}
+}
+
+// TestKeywordsTranscriptEchoingExample: what Gemma 3 270M answered to the
+// keyword prompt through the proxy (engine/llm/testdata/real) keeps none of
+// its terms for the question it was asked.
+func TestKeywordsTranscriptEchoingExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("llm", "testdata", "real", "keywords-echoes-example.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct{ Prompt, Content string }
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	var out prompts.KeywordsResult
+	if err := llm.ExtractJSON(tr.Content, &out); err != nil {
+		t.Fatal(err)
+	}
+	question := strings.SplitN(strings.TrimPrefix(tr.Prompt, "Question:\n"), "\n", 2)[0]
+	if len(out.Keywords)+len(out.Entities) == 0 {
+		t.Fatal("transcript holds no terms")
+	}
+	if kept := inQuestion(question, append(out.Entities, out.Keywords...)); len(kept) != 0 {
+		t.Errorf("%q: kept %q from the model's copied example", question, kept)
 	}
 }

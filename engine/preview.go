@@ -5,6 +5,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/prompts"
 )
 
 // SchemaChoice is what schema selection put in front of the model.
@@ -39,4 +40,19 @@ func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, ques
 	e.retrieve(ctx, a)
 	sel := e.selectSchemaBudget(a, budget)
 	return &SchemaChoice{Tables: sel, Schema: a.schema, Tokens: estimateTokens(a.schema), Joins: a.joins, Queries: a.queries, Keywords: a.keywords, Values: a.values}
+}
+
+// PreviewExamples returns the remembered pairs (Engine.Pairs) the prompt
+// would show for a question on a snapshot — nearest in meaning first when
+// the store embeds, then those sharing words — as a session with no role
+// and searchPath would get them. Benchmarks compare the two rankings with
+// it; it makes no chat call and runs no SQL.
+func (e *Engine) PreviewExamples(ctx context.Context, snap *catalog.Snapshot, question string, searchPath []string) []prompts.Example {
+	e.once.Do(e.applyDefaults)
+	if e.Pairs == nil {
+		return nil
+	}
+	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
+		sess: &session{searchPath: searchPath}, trace: &Trace{}}
+	return e.examples(ctx, a)
 }

@@ -5,9 +5,12 @@
 // catalog snapshots are built as the proxy builds them, and for each of the
 // 190 questions the rank of its own database is recorded. It reports
 // recall@1, recall@3 and the mean reciprocal rank of the lexical (BM25)
-// path; no model is involved.
+// path; no model is involved. With -embed-model (a real embedding model on
+// the -ollama server) it ranks the same questions again with embeddings
+// blended in, in the same run.
 //
 //	go run ./bench/multidbrecall [-data datasets/sql-eval] [-json out.json]
+//	go run ./bench/multidbrecall -pairs 0 -embed-model all-minilm -ollama http://127.0.0.1:11434
 package main
 
 import (
@@ -18,12 +21,16 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/embedding"
+	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -34,8 +41,19 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the figures as JSON to this file")
 	pairs := flag.Int("pairs", 40, "two-database questions to run through the whole path with a scripted model (0: none)")
 	topK := flag.Int("top-k", 3, "candidates the selection memory gives the planner in the two-database run")
+	host := flag.String("ollama", envOr("NLPROXY_REAL_OLLAMA", "http://127.0.0.1:11434"), "model server for -embed-model (env NLPROXY_REAL_OLLAMA)")
+	api := flag.String("llm-api", "ollama", "API of the -ollama server: ollama or openai")
+	embedModel := flag.String("embed-model", os.Getenv("NLPROXY_REAL_EMBED_MODEL"), "embedding model: also rank with it, beside the lexical memory (env NLPROXY_REAL_EMBED_MODEL)")
 	flag.Parse()
-	if err := run(context.Background(), *data, *jsonOut, *pairs, *topK); err != nil {
+	var emb embedding.Embedder
+	if *embedModel != "" {
+		var err error
+		if emb, err = embedder(context.Background(), *host, *api, *embedModel); err != nil {
+			fmt.Printf("embedding comparison skipped: no embedding model %q at %s (%v); lexical figures only\n\n", *embedModel, *host, err)
+			emb = nil
+		}
+	}
+	if err := run(context.Background(), *data, *jsonOut, *pairs, *topK, emb, *embedModel); err != nil {
 		fmt.Fprintln(os.Stderr, "multidbrecall:", err)
 		os.Exit(1)
 	}
@@ -52,6 +70,7 @@ type Result struct {
 	Confused  map[string]int      `json:"top1_confusions"` // "asked→chosen"
 	Misses    []map[string]string `json:"top3_misses,omitempty"`
 	Pairs     *PairResult         `json:"two_database,omitempty"`
+	Embed     *Result             `json:"with_embeddings,omitempty"`
 }
 
 // PerDB is one database's share.
@@ -61,7 +80,14 @@ type PerDB struct {
 	Top3      int `json:"top3"`
 }
 
-func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embedding.Embedder, embedModel string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	names, err := dataset.Databases(dir)
@@ -98,8 +124,59 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 		}
 		snaps = append(snaps, s)
 	}
-	mem := multidb.NewMemory(snaps, nil)
+	res := selectionRecall(ctx, multidb.NewMemory(snaps, nil), names, qs)
+	fmt.Fprintln(os.Stdout, "lexical (BM25):")
+	report(os.Stdout, res, names)
+	if emb != nil {
+		// The same questions ranked by the memory blended with embeddings
+		// (what --embed-model gives ask(all)).
+		start := time.Now()
+		if c, ok := emb.(*countingEmbedder); ok {
+			// The questions in batches up front rather than one call each.
+			texts := make([]string, len(qs))
+			for i, q := range qs {
+				texts[i] = q.Question
+			}
+			if err := c.prewarm(ctx, texts); err != nil {
+				return fmt.Errorf("embed the questions: %w", err)
+			}
+		}
+		er := selectionRecall(ctx, multidb.NewMemory(snaps, emb), names, qs)
+		fmt.Fprintf(os.Stdout, "\nwith embeddings (%s), same questions, %s:\n", embedModel, time.Since(start).Round(time.Second))
+		if c, ok := emb.(*countingEmbedder); ok {
+			fmt.Fprintf(os.Stdout, "embedding calls %d, failed %d (ranked by words alone)", c.calls, c.fails)
+			if c.firstErr != nil {
+				fmt.Fprintf(os.Stdout, "; first failure: %v", c.firstErr)
+			}
+			fmt.Fprintln(os.Stdout)
+		}
+		report(os.Stdout, er, names)
+		res.Embed = &er
+	}
+	if pairs > 0 {
+		golds := make([]string, len(qs))
+		for i, q := range qs {
+			golds[i] = q.Gold
+		}
+		pr, err := runPairs(ctx, c, mgr, names, qs, golds, pairs, topK)
+		if err != nil {
+			return fmt.Errorf("two-database run: %w", err)
+		}
+		res.Pairs = &pr
+		reportPairs(os.Stdout, pr)
+	}
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}
 
+// selectionRecall ranks every question's own database with mem.
+func selectionRecall(ctx context.Context, mem *multidb.Memory, names []string, qs []dataset.Question) Result {
 	res := Result{Databases: len(names), Questions: len(qs), PerDB: map[string]PerDB{}, Confused: map[string]int{}}
 	var rr float64
 	for _, q := range qs {
@@ -136,31 +213,28 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int) error {
 	res.Recall1 = float64(t1) / float64(len(qs))
 	res.Recall3 = float64(t3) / float64(len(qs))
 	res.MRR = rr / float64(len(qs))
-	report(os.Stdout, res, names)
-	if pairs > 0 {
-		golds := make([]string, len(qs))
-		for i, q := range qs {
-			golds[i] = q.Gold
-		}
-		pr, err := runPairs(ctx, c, mgr, names, qs, golds, pairs, topK)
-		if err != nil {
-			return fmt.Errorf("two-database run: %w", err)
-		}
-		res.Pairs = &pr
-		reportPairs(os.Stdout, pr)
+	return res
+}
+
+// embedder is the embedding model on the server at host after one probe
+// call; an error says why there is none.
+func embedder(ctx context.Context, host, api, model string) (embedding.Embedder, error) {
+	client, err := llm.NewPool(llm.Config{Host: host, API: api, Models: map[llm.Role]string{llm.RoleEmbedding: model},
+		CallTimeout: 5 * time.Minute, Logger: zap.NewNop()}, nil, nil)
+	if err != nil {
+		return nil, err
 	}
-	if jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(jsonOut, b, 0o644)
+	e := &countingEmbedder{inner: llm.NewEmbedder(client, model)}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := e.Embed(pctx, []string{"probe"}); err != nil {
+		return nil, err
 	}
-	return nil
+	return e, nil
 }
 
 func report(w io.Writer, r Result, names []string) {
-	fmt.Fprintf(w, "database selection memory, lexical (BM25), %d databases, %d questions\n", r.Databases, r.Questions)
+	fmt.Fprintf(w, "database selection memory, %d databases, %d questions\n", r.Databases, r.Questions)
 	fmt.Fprintf(w, "recall@1 %.3f  recall@3 %.3f  MRR %.3f\n\n", r.Recall1, r.Recall3, r.MRR)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "database\tquestions\ttop-1\ttop-3")
@@ -183,4 +257,52 @@ func report(w io.Writer, r Result, names []string) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// countingEmbedder counts failed calls (the memory then ranks by words
+// alone without a word, so the figures must say how often) and answers
+// prewarmed texts from memory.
+type countingEmbedder struct {
+	inner    embedding.Embedder
+	mu       sync.Mutex
+	calls    int
+	fails    int
+	firstErr error
+	kept     map[string][]float32 // prewarmed single texts
+}
+
+// prewarm embeds texts in one call (the client batches it) and keeps
+// their vectors for later single-text calls.
+func (c *countingEmbedder) prewarm(ctx context.Context, texts []string) error {
+	vs, err := c.Embed(ctx, texts)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kept = map[string][]float32{}
+	for i, t := range texts {
+		c.kept[t] = vs[i]
+	}
+	return nil
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c.mu.Lock()
+	if v, ok := c.kept[texts[0]]; ok && len(texts) == 1 {
+		c.mu.Unlock()
+		return [][]float32{v}, nil
+	}
+	c.mu.Unlock()
+	v, err := c.inner.Embed(ctx, texts)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	if err != nil {
+		c.fails++
+		if c.firstErr == nil {
+			c.firstErr = err
+		}
+	}
+	return v, err
 }

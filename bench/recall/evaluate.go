@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
@@ -50,6 +51,13 @@ type litMiss struct {
 // resolved on searchPath; names maps a gold SQL's table of a database to
 // the loaded table's name.
 func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string) (*report, error) {
+	return evaluateWith(ctx, snap, qs, budgets, searchPath, names, nil)
+}
+
+// evaluateWith is evaluate with the values scored taken from lookup(the
+// question's keywords) instead of what the engine's retrieval found (nil).
+func evaluateWith(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string,
+	lookup func(context.Context, *catalog.Snapshot, []string) []valueindex.Match) (*report, error) {
 	e := &engine.Engine{}
 	rep := &report{Budgets: budgets, Tables: len(snap.Schema.Tables), Rows: map[string]*dbResult{}}
 	row := func(db string) *dbResult {
@@ -103,12 +111,16 @@ func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question
 			if err != nil {
 				return nil, fmt.Errorf("%s: gold literals %q: %w", q.DB, alts[0], err)
 			}
+			values := ch.Values
+			if lookup != nil && len(lits) > 0 {
+				values = lookup(ctx, snap, ch.Keywords)
+			}
 			for _, l := range lits {
 				if !textColumn(snap.Schema, q.DB, golds[0], l.Column) {
 					continue
 				}
 				found := false
-				for _, m := range ch.Values {
+				for _, m := range values {
 					if m.Schema == q.DB && m.Column == l.Column && sameValue(m.Value, l) {
 						found = true
 					}

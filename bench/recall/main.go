@@ -32,6 +32,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
 )
@@ -42,6 +43,9 @@ func main() {
 	budgets := flag.String("budgets", "1000,2000,4000", "schema token budgets")
 	verbose := flag.Bool("v", false, "list the questions whose gold tables were missed at the largest budget, and missed literals")
 	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
+	ollama := flag.String("ollama", envOr("NLPROXY_REAL_OLLAMA", "http://127.0.0.1:11434"), "model server for -embed-model (env NLPROXY_REAL_OLLAMA)")
+	api := flag.String("llm-api", "ollama", "API of the -ollama server: ollama or openai")
+	embedModel := flag.String("embed-model", os.Getenv("NLPROXY_REAL_EMBED_MODEL"), "embedding model: also measure every retrieval with it, beside the lexical path (env NLPROXY_REAL_EMBED_MODEL)")
 	hard := flag.Bool("hard", false, "the harder benchmark: every schema on the search_path beside distractor schemas (renamed, prefixed and camelCase copies, the sample and wide databases)")
 	flag.Parse()
 	var bs []int
@@ -56,6 +60,13 @@ func main() {
 	var only []string
 	if *dbs != "" {
 		only = strings.Split(*dbs, ",")
+	}
+	if *embedModel != "" && !*hard {
+		if err := runEmbed(context.Background(), *dir, only, bs, *ollama, *api, *embedModel, *jsonOut); err != nil {
+			fmt.Fprintln(os.Stderr, "recall:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if err := run(context.Background(), *dir, only, bs, *hard, *verbose, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "recall:", err)
@@ -95,6 +106,55 @@ func run(ctx context.Context, dir string, only []string, budgets []int, hard, ve
 	rep.print(os.Stdout, verbose)
 	if jsonOut != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(jsonOut, b, 0o644)
+	}
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// runEmbed measures every retrieval twice, lexically and with the
+// embedding model; without a reachable server it says so and measures
+// the lexical path alone.
+func runEmbed(ctx context.Context, dir string, only []string, budgets []int, host, api, model, jsonOut string) error {
+	ctx, cancel := context.WithTimeout(ctx, 40*time.Minute)
+	defer cancel()
+	m, err := realEmbedder(ctx, host, api, model)
+	if err != nil {
+		fmt.Printf("embedding comparison skipped: no embedding model %q at %s (%v); lexical figures only\n\n", model, host, err)
+		return run(ctx, dir, only, budgets, false, false, jsonOut)
+	}
+	ds, err := dataset.OpenSQLEval(dir)
+	if err != nil {
+		return err
+	}
+	c, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	start := time.Now()
+	snaps, qs, err := sqleval.MergedWith(ctx, c, "sqleval_merged", ds, only, descindex.Options{}, descindex.Options{Embedder: m})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("loaded %d questions; description index embedded in %s\n", len(qs), time.Since(start).Round(time.Second))
+	er, err := compareEmbeddings(ctx, snaps[0], snaps[1], qs, budgets, m, model)
+	if err != nil {
+		return err
+	}
+	er.Lexical.print(os.Stdout, false)
+	er.print(os.Stdout)
+	if jsonOut != "" {
+		b, err := json.MarshalIndent(er, "", "  ")
 		if err != nil {
 			return err
 		}

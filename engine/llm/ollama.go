@@ -218,21 +218,27 @@ func (c *OllamaClient) Embed(ctx context.Context, model string, texts []string) 
 	out := make([][]float32, 0, len(texts))
 	for start := 0; start < len(texts); start += c.cfg.EmbedBatch {
 		batch := texts[start:min(start+c.cfg.EmbedBatch, len(texts))]
-		req := &api.EmbedRequest{Model: model, Input: batch, KeepAlive: c.keepAlive()}
-		var resp *api.EmbedResponse
-		attempts, err := c.retry(ctx, "embed", model, "", func(ctx context.Context) error {
-			var err error
-			resp, err = c.api.Embed(ctx, req)
-			return err
+		vecs, err := embedFitting(ctx, batch, func(ctx context.Context, batch []string) ([][]float32, error) {
+			req := &api.EmbedRequest{Model: model, Input: batch, KeepAlive: c.keepAlive()}
+			var resp *api.EmbedResponse
+			attempts, err := c.retry(ctx, "embed", model, "", func(ctx context.Context) error {
+				var err error
+				resp, err = c.api.Embed(ctx, req)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			if len(resp.Embeddings) != len(batch) {
+				return nil, &Error{Op: "embed", Model: model, Attempts: attempts, Kind: ErrBadOutput,
+					Err: fmt.Errorf("got %d embeddings for %d inputs", len(resp.Embeddings), len(batch))}
+			}
+			return resp.Embeddings, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		if len(resp.Embeddings) != len(batch) {
-			return nil, &Error{Op: "embed", Model: model, Attempts: attempts, Kind: ErrBadOutput,
-				Err: fmt.Errorf("got %d embeddings for %d inputs", len(resp.Embeddings), len(batch))}
-		}
-		out = append(out, resp.Embeddings...)
+		out = append(out, vecs...)
 	}
 	return out, nil
 }

@@ -280,33 +280,44 @@ func (c *OpenAIClient) Embed(ctx context.Context, model string, texts []string) 
 	out := make([][]float32, 0, len(texts))
 	for start := 0; start < len(texts); start += c.cfg.EmbedBatch {
 		batch := texts[start:min(start+c.cfg.EmbedBatch, len(texts))]
-		req := map[string]any{"model": model, "input": batch, "encoding_format": "float"}
-		var vecs [][]float32
-		attempts, err := c.retry(ctx, "embed", model, "", func(ctx context.Context) error {
-			var r oaEmbedResponse
-			if err := c.getJSON(ctx, "/embeddings", req, &r); err != nil {
-				return err
-			}
-			vecs = nil
-			sort.SliceStable(r.Data, func(i, j int) bool { return r.Data[i].Index < r.Data[j].Index })
-			for i, d := range r.Data {
-				if d.Index != i {
-					break // reported below as a count mismatch
-				}
-				vecs = append(vecs, d.Embedding)
-			}
-			return nil
+		vecs, err := embedFitting(ctx, batch, func(ctx context.Context, batch []string) ([][]float32, error) {
+			return c.embedBatch(ctx, model, batch)
 		})
 		if err != nil {
 			return nil, err
 		}
-		if len(vecs) != len(batch) {
-			return nil, &Error{Op: "embed", Model: model, Attempts: attempts, Kind: ErrBadOutput,
-				Err: fmt.Errorf("got %d embeddings (indexed 0..n-1) for %d inputs", len(vecs), len(batch))}
-		}
 		out = append(out, vecs...)
 	}
 	return out, nil
+}
+
+// embedBatch sends one /embeddings request.
+func (c *OpenAIClient) embedBatch(ctx context.Context, model string, batch []string) ([][]float32, error) {
+	req := map[string]any{"model": model, "input": batch, "encoding_format": "float"}
+	var vecs [][]float32
+	attempts, err := c.retry(ctx, "embed", model, "", func(ctx context.Context) error {
+		var r oaEmbedResponse
+		if err := c.getJSON(ctx, "/embeddings", req, &r); err != nil {
+			return err
+		}
+		vecs = nil
+		sort.SliceStable(r.Data, func(i, j int) bool { return r.Data[i].Index < r.Data[j].Index })
+		for i, d := range r.Data {
+			if d.Index != i {
+				break // reported below as a count mismatch
+			}
+			vecs = append(vecs, d.Embedding)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(vecs) != len(batch) {
+		return nil, &Error{Op: "embed", Model: model, Attempts: attempts, Kind: ErrBadOutput,
+			Err: fmt.Errorf("got %d embeddings (indexed 0..n-1) for %d inputs", len(vecs), len(batch))}
+	}
+	return vecs, nil
 }
 
 // ListModels implements Client (GET /models).

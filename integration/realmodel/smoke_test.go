@@ -2,6 +2,7 @@ package realmodel_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/integration/clienttest"
 	"github.com/nlproxy/nlproxy/integration/pgtest"
@@ -70,6 +73,7 @@ type recorder struct {
 	target string
 	mu     sync.Mutex
 	calls  []call
+	kept   int // exchanges written by keep
 	// started receives a value when a chat request arrives (buffered; the
 	// cancellation test waits on it).
 	started chan struct{}
@@ -83,7 +87,8 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		default:
 		}
 	}
-	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.target+req.URL.RequestURI(), req.Body)
+	reqBody, _ := io.ReadAll(req.Body)
+	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.target+req.URL.RequestURI(), bytes.NewReader(reqBody))
 	out.Header = req.Header.Clone()
 	resp, err := http.DefaultTransport.RoundTrip(out)
 	if err != nil {
@@ -99,6 +104,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// Recorded before the engine gets the answer, so that the ask's
 		// figures are all here when it ends.
 		r.record(body, resp.StatusCode, err != nil || req.Context().Err() != nil)
+		r.keep(reqBody, body)
 	}
 	for k, v := range resp.Header {
 		w.Header()[k] = v
@@ -121,6 +127,52 @@ func (r *recorder) record(body []byte, status int, gone bool) {
 	if json.Unmarshal(lines[len(lines)-1], &last) == nil && status == http.StatusOK {
 		r.add(call{Prompt: last.PromptEvalCount, Eval: last.EvalCount})
 	}
+}
+
+// keep writes one chat exchange to $NLPROXY_REAL_TRANSCRIPTS (when set),
+// in the form of engine/llm/testdata/real: how transcripts of what the real
+// model writes are collected for the parsers' regression tests.
+func (r *recorder) keep(reqBody, body []byte) {
+	dir := os.Getenv("NLPROXY_REAL_TRANSCRIPTS")
+	if dir == "" {
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role, Content string
+		} `json:"messages"`
+		Options map[string]any `json:"options"`
+	}
+	if json.Unmarshal(reqBody, &req) != nil || len(req.Messages) == 0 {
+		return
+	}
+	var content strings.Builder
+	reason := ""
+	for _, line := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+		var part struct {
+			Message    struct{ Content string } `json:"message"`
+			DoneReason string                   `json:"done_reason"`
+		}
+		if json.Unmarshal(line, &part) == nil {
+			content.WriteString(part.Message.Content)
+			reason = cmp.Or(part.DoneReason, reason)
+		}
+	}
+	system := ""
+	if req.Messages[0].Role == "system" {
+		system, _, _ = strings.Cut(req.Messages[0].Content, "\n")
+	}
+	b, _ := json.MarshalIndent(map[string]any{
+		"api": "/api/chat", "model": req.Model, "system_first_line": system,
+		"prompt": req.Messages[len(req.Messages)-1].Content, "max_tokens": req.Options["num_predict"],
+		"done_reason": reason, "content": content.String(),
+	}, "", " ")
+	r.mu.Lock()
+	r.kept++
+	n := r.kept
+	r.mu.Unlock()
+	os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%04d.json", os.Getpid(), n)), b, 0o644)
 }
 
 func (r *recorder) add(c call) {
@@ -189,10 +241,27 @@ func newFixture(t *testing.T) *fixture {
 // recorder; embedModel, when set, turns on embedding retrieval.
 func (f *fixture) proxyFor(t *testing.T, host, embedModel string) string {
 	t.Helper()
-	return f.proxyWith(t, host, embedModel, askBudget)
+	budget := askBudget
+	// Collecting transcripts on a loaded machine needs answers, not the
+	// CI budget: NLPROXY_REAL_ASK_BUDGET (a Go duration) raises it.
+	if v := os.Getenv("NLPROXY_REAL_ASK_BUDGET"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("NLPROXY_REAL_ASK_BUDGET: %v", err)
+		}
+		budget = d
+	}
+	return f.proxyWith(t, host, embedModel, budget)
 }
 
 func (f *fixture) proxyWith(t *testing.T, host, embedModel string, budget time.Duration) string {
+	t.Helper()
+	return f.proxyMulti(t, host, embedModel, budget, nil)
+}
+
+// proxyMulti is proxyWith answering ask(all) across databases (none: no
+// ask(all)), each run as the asking role.
+func (f *fixture) proxyMulti(t *testing.T, host, embedModel string, budget time.Duration, databases []string) string {
 	t.Helper()
 	client, err := llm.NewPool(llm.Config{
 		Host:        host,
@@ -216,9 +285,16 @@ func (f *fixture) proxyWith(t *testing.T, host, embedModel string, budget time.D
 	if embedModel != "" {
 		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, embedModel)}
 	}
+	var multi *multidb.Asker
+	if len(databases) > 0 {
+		multi = &multidb.Asker{Engine: eng, LLM: client, Catalogs: f.cats, Databases: databases, AskTimeout: budget, NumCtx: numCtx,
+			Connect: func(ctx context.Context, database string) (*pgconn.PgConn, error) {
+				return pgconn.Connect(ctx, f.cluster.URL(askUser, askPass, database))
+			}}
+	}
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+		Translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: 10 * time.Second,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 4, CostSlack: -1}},
 		OnAsk: func(r *proxy.AskRecord) {
 			f.asksMu.Lock()
@@ -239,6 +315,11 @@ func (f *fixture) lastAsk() *proxy.AskRecord {
 }
 
 func (f *fixture) connect(t *testing.T, addr string) *pgx.Conn {
+	t.Helper()
+	return f.connectTo(t, addr, db)
+}
+
+func (f *fixture) connectTo(t *testing.T, addr, db string) *pgx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -294,6 +375,14 @@ func assertUsable(ctx context.Context, t *testing.T, c *pgx.Conn) {
 // tokens; one may be recorded after its ask ended, so they bound nothing.
 func (f *fixture) checkCounts(t *testing.T, calls []call) (prompt, completion int) {
 	t.Helper()
+	return f.checkCountsAfter(t, calls, "")
+}
+
+// checkCountsAfter is checkCounts for an ask that ended in outcome: one
+// its budget cut off (57014) may have had a call answered by the server
+// in the instant the engine gave up on it, so its totals bound nothing.
+func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (prompt, completion int) {
+	t.Helper()
 	rec := f.lastAsk()
 	if rec == nil {
 		t.Fatal("the proxy reported no ask")
@@ -313,7 +402,7 @@ func (f *fixture) checkCounts(t *testing.T, calls []call) (prompt, completion in
 		prompt += c.Prompt
 		completion += c.Eval
 	}
-	if rec.Report == nil || rec.Report.Cached {
+	if rec.Report == nil || rec.Report.Cached || outcome == "sqlstate:57014" {
 		return
 	}
 	r := rec.Report

@@ -18,6 +18,17 @@ import (
 // builds its catalog snapshot with their glossaries. It returns the
 // answerable questions of the loaded databases.
 func Merged(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, error) {
+	snaps, qs, err := MergedWith(ctx, c, name, ds, only, descindex.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return snaps[0], qs, nil
+}
+
+// MergedWith is Merged building one snapshot per description-index option
+// set (with and without an embedder, say) of the same loaded database; an
+// index with an embedder is embedded before it is returned.
+func MergedWith(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string, descs ...descindex.Options) ([]*catalog.Snapshot, []dataset.Question, error) {
 	var qs []dataset.Question
 	for _, q := range ds.Questions {
 		if !q.Unanswerable {
@@ -57,9 +68,17 @@ func Merged(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dat
 	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
 		return nil, nil, err
 	}
-	snap, err := catalog.Build(ctx, conn, name, opts)
-	if err != nil {
-		return nil, nil, err
+	var snaps []*catalog.Snapshot
+	for _, d := range descs {
+		opts.Descriptions = d
+		snap, err := catalog.Build(ctx, conn, name, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := snap.Descriptions.Embed(ctx); err != nil {
+			return nil, nil, err
+		}
+		snaps = append(snaps, snap)
 	}
 	var out []dataset.Question
 	for _, q := range qs {
@@ -67,7 +86,7 @@ func Merged(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dat
 			out = append(out, q)
 		}
 	}
-	return snap, out, nil
+	return snaps, out, nil
 }
 
 // Wanted reports whether database db is among only (names may carry

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/nlproxy/nlproxy/catalog/embedding"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 )
 
@@ -290,8 +291,14 @@ func frac(a, n int) float64 {
 // results, no per-column cap) and counts where the right table.column and
 // value landed.
 func Evaluate(ctx context.Context, ix *valueindex.Index, cases []TestCase) map[Class]Result {
+	return EvaluateWith(ctx, ix, cases, nil)
+}
+
+// EvaluateWith is Evaluate with the lexical candidates reranked by emb
+// (nil: lexical only), to compare the two paths on the same cases.
+func EvaluateWith(ctx context.Context, ix *valueindex.Index, cases []TestCase, emb embedding.Embedder) map[Class]Result {
 	out := make(map[Class]Result)
-	opts := valueindex.LookupOptions{Limit: 10, PerColumn: 10, MinScore: 0.01}
+	opts := valueindex.LookupOptions{Limit: 10, PerColumn: 10, MinScore: 0.01, Embedder: emb}
 	for _, c := range cases {
 		r := out[c.Class]
 		r.N++
