@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func introspect(t *testing.T, db string, opts catalog.IntrospectOptions) *catalog.Schema {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // testEnv is the one Postgres cluster of this package's tests, with the

@@ -13,7 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // multiSchemaSetup has the same table name in two schemas (public.orders and

@@ -15,7 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func buildSample(t *testing.T) *catalog.Snapshot {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // TestConnExecutorAsRole: on an authenticator's connection, a run takes on

@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // Substrings that tell the pipeline's prompts apart (see prompts/templates).

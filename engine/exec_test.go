@@ -11,8 +11,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/guard"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(m.Run()) }

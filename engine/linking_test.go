@@ -13,7 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 func TestSharedPrefixes(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 // Substrings that tell the profiles' prompts apart (see prompts/templates).

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // staticWorkload is a fixed Learned per database.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // lexingSettings are session settings that change how a simple Query is

@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // The shared scenario every client runs, and the lines it must print.

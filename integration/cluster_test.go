@@ -3,7 +3,7 @@ package integration_test
 import (
 	"testing"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // newScramCluster starts a cluster whose TCP clients authenticate with

@@ -5,7 +5,7 @@ package integration_test
 import (
 	"testing"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // proxyOptions tune the in-process proxy a test starts.

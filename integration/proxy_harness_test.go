@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // proxyOptions tune the in-process proxy a test starts.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // TestUnixSocket connects psql and pgx to the proxy's Unix socket the way

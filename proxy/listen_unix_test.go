@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // socketDir is a short temp dir: sun_path allows ~100 bytes, and t.TempDir

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 )
 

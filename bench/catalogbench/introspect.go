@@ -9,8 +9,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // runIntrospectBench measures introspection of a synthetic 200×20 schema

@@ -1,6 +1,6 @@
 // Command catalogbench measures the catalog: introspection of a wide
 // schema, snapshot build/save/load, value-index build and lookup recall.
-// It starts its own throwaway Postgres (integration/pgtest).
+// It starts its own throwaway Postgres (testkit/pgtest).
 package main
 
 import (
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex/valuerecall"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // runRecallBench reports value-lookup recall@1 / recall@10 (right

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex/valuerecall"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // valueBenchDB holds the synthetic value-index workload.

@@ -16,8 +16,8 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 const (

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
 )
 
 // question is one scripted ask: what the fake model answers at each step.

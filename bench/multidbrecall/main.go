@@ -33,7 +33,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {

@@ -17,8 +17,8 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // Two-database questions as the paper built them: two single-database

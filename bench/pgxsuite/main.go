@@ -38,7 +38,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // expectedFailures are the pgx tests that cannot pass through a proxy that

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 type logFunc func(format string, a ...any)

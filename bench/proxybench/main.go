@@ -4,7 +4,7 @@
 // context switches (and optionally system calls) per transaction in four client
 // configurations, a multi-hundred-megabyte result streamed with pgx, and
 // nlproxy's peak RSS. It starts everything it needs (a throwaway Postgres via
-// integration/pgtest, the proxies) and tears it all down on exit or Ctrl-C.
+// testkit/pgtest, the proxies) and tears it all down on exit or Ctrl-C.
 //
 //	go run ./bench/proxybench [-T 20 | -t 20000] [-repeat 5] [-targets direct,pgbouncer,pgpool,nlproxy,nlproxy-engine] [-json FILE]
 package main
@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 type options struct {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // pgbench 15's summary, verbatim from a run on the dev machine.

@@ -12,9 +12,9 @@ import (
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // The harder benchmark (-hard) is the shape of a warehouse: the seven

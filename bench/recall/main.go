@@ -34,7 +34,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {

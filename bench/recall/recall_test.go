@@ -8,7 +8,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestGoldTables(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // The leave-one-out workload holds the other questions' gold SQL of the

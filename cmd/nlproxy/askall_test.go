@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine/multidb"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestAskAllConfig(t *testing.T) {

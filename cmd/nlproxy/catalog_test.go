@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestCatalogCLI(t *testing.T) {

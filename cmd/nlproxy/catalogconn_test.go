@@ -17,7 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestWithTarget(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pgcluster"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
 )
 
 const (

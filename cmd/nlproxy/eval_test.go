@@ -13,9 +13,9 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
-	"github.com/nlproxy/nlproxy/integration/evalsim"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/evalsim"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // TestEvalCommands drives load, run (with its own proxy, a simulated model

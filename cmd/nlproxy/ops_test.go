@@ -18,11 +18,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
 )
 
 const opsModel = "qwen2.5-coder:7b"

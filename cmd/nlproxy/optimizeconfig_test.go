@@ -14,8 +14,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/optimize"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestOptimizeConfig(t *testing.T) {

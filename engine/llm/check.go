@@ -54,7 +54,7 @@ func CheckModels(ctx context.Context, client Client, cfg Config) error {
 }
 
 // NormalizeModel adds Ollama's implicit ":latest" tag to a model name (the
-// fake Ollama in integration/fakeollama matches names with it too).
+// fake Ollama in testkit/fakeollama matches names with it too).
 func NormalizeModel(m string) string {
 	m = strings.TrimSpace(m)
 	if m == "" {

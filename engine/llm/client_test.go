@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 const (

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/internal/metrics"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 const poolModel = "qwen2.5-coder:7b"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 func snap(db string, tables ...catalog.Table) *catalog.Snapshot {

@@ -17,9 +17,9 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // Substrings that tell the prompts apart (prompts/templates).

@@ -16,9 +16,9 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/guard"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 const model = "qwen2.5-coder:7b"

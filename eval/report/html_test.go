@@ -15,7 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/runner"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
 )
 
 func str(s string) *string { return &s }

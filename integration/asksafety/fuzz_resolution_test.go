@@ -13,7 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/guard"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // differential is a session of mallory's (see resolutionDDL) with its

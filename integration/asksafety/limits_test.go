@@ -15,8 +15,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/guard"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 func (f *fixture) askerConn(t *testing.T, addr string) *pgx.Conn {

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
 )
 
 // setting is a way a client session lexes SQL.

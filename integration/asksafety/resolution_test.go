@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 // The attacker of these tests is an ordinary role, mallory, that owns a

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 // TestAsk runs every scenario against one cluster, catalog and fake model;

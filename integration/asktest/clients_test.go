@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/integration/clienttest"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 // The clients ask variations of one question; every variation gets the

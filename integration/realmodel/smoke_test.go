@@ -22,15 +22,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/engine/optimize"
-	"github.com/nlproxy/nlproxy/integration/clienttest"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 const (

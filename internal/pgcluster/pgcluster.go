@@ -1,6 +1,6 @@
 // Package pgcluster starts throwaway PostgreSQL clusters: initdb + pg_ctl in a
 // temp dir, on a free loopback port, torn down by Stop. The demo, benchmarks
-// and (through integration/pgtest) the tests use it; it does not import
+// and (through testkit/pgtest) the tests use it; it does not import
 // package testing, so product binaries can link it. Binaries come from PATH or
 // /usr/lib/postgresql/*/bin. initdb and postgres refuse to run as root, so as
 // root they run as the "postgres" system user via runuser.

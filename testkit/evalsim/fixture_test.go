@@ -17,12 +17,12 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
-	"github.com/nlproxy/nlproxy/integration/clienttest"
-	"github.com/nlproxy/nlproxy/integration/evalsim"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
+	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/evalsim"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 const model = "qwen2.5-coder:7b"

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 func TestCallKindAndQuestion(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/report"
 	"github.com/nlproxy/nlproxy/eval/runner"
-	"github.com/nlproxy/nlproxy/integration/evalsim"
+	"github.com/nlproxy/nlproxy/testkit/evalsim"
 )
 
 const seed = 20261123
@@ -219,7 +219,7 @@ func TestSimulatedEvaluation(t *testing.T) {
 	}
 	defer page.Close()
 	if err := report.WriteHTML(page, f.all, report.HTMLOptions{Title: "nlproxy eval — simulated model",
-		Note: "Simulated model (integration/evalsim): these figures test the harness and the pipeline's mechanics; they are not accuracy."}); err != nil {
+		Note: "Simulated model (testkit/evalsim): these figures test the harness and the pipeline's mechanics; they are not accuracy."}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 func apiClient(t *testing.T, s *fakeollama.Server) *api.Client {

@@ -1,5 +1,5 @@
 // Package evalsim is the simulated model CI evaluates the harness with: a
-// fake Ollama (integration/fakeollama) that knows every question's gold SQL
+// fake Ollama (testkit/fakeollama) that knows every question's gold SQL
 // and answers each SQL-writing call with the gold query, written another way,
 // with probability P, and otherwise with a realistic wrong variant checked to
 // give a different result; pairwise-selector and unit-test calls pick the
@@ -29,7 +29,7 @@ import (
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
-	"github.com/nlproxy/nlproxy/integration/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
 // Call kinds the simulated model recognises.

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlproxy/nlproxy/catalog/sampledb"
-	"github.com/nlproxy/nlproxy/integration/pgtest"
+	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestLoadSmall(t *testing.T) {
