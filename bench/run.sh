@@ -11,7 +11,7 @@ status=0
 echo "== proxybench"
 go run ./bench/proxybench -json "bench/results/proxy-$stamp.json" "$@" | tee "bench/results/proxy-$stamp.txt" || status=1
 
-for b in catalogbench enginebench recall multidbrecall optimizebench; do
+for b in catalogbench enginebench recall askallrecall optimizebench; do
 	if [ -d "bench/$b" ] && ls "bench/$b"/*.go >/dev/null 2>&1; then
 		echo "== $b"
 		go run "./bench/$b" | tee "bench/results/$b-$stamp.txt" || status=1

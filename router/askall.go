@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -28,7 +28,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 			Message: "nlproxy: questions across databases (ask(all):) are not configured",
 			Hint:    "Ask without (all), or configure the engine's ask_all settings."}
 	}
-	ans, err := t.Multi.Ask(ctx, multidb.Request{
+	ans, err := t.Multi.Ask(ctx, askall.Request{
 		Question: req.Marker.Question,
 		Database: req.Database,
 		User:     req.User,
@@ -37,7 +37,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 		PlanOnly: req.Marker.Kind == proxy.MarkerAskSQL,
 	})
 	if err != nil {
-		var nt *multidb.NoTargetError
+		var nt *askall.NoTargetError
 		if errors.As(err, &nt) {
 			return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeInsufficientPrivilege, Message: nt.Error(),
 				Hint: "Each database says why it was skipped. The operator grants access with an authenticator role per upstream and CONNECT on the database to your login role; see docs/guard.md, \"What ask(all) checks before it takes on a role\"."}
@@ -46,7 +46,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 	}
 	tr := proxy.Translation{Notices: ans.Notices()}
 	switch ans.Kind {
-	case multidb.KindPlan:
+	case askall.KindPlan:
 		res := &proxy.StaticResult{Columns: askAllPlanColumns}
 		for i, st := range ans.Steps {
 			row := []*string{str(strconv.Itoa(i + 1)), str(st.Database), str(st.Goal), nil, nil}
@@ -54,7 +54,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 				row[3] = str(st.SQL)
 			}
 			if st.Err != nil {
-				row[4] = str(multidb.ErrText(st.Err))
+				row[4] = str(askall.ErrText(st.Err))
 			}
 			res.Rows = append(res.Rows, row)
 		}
@@ -62,7 +62,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 			res.Rows = append(res.Rows, []*string{nil, str(sk.Database), nil, nil, str("skipped: " + sk.Reason)})
 		}
 		tr.Rows = res
-	case multidb.KindRows:
+	case askall.KindRows:
 		// The step's rows as they came, NULLs included.
 		tr.Rows = &proxy.StaticResult{Columns: ans.Rows.Columns, Rows: ans.Rows.Values}
 	default:

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine"
-	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -39,7 +39,7 @@ type Translator struct {
 	Engine           *engine.Engine
 	// Multi answers questions across databases (ask(all):); nil: they
 	// fail with 0A000.
-	Multi *multidb.Asker
+	Multi *askall.Asker
 	// StatementTimeout bounds each run of the generated query (default
 	// DefaultStatementTimeout).
 	StatementTimeout time.Duration

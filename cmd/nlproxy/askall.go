@@ -14,8 +14,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 )
 
 // AskAllConfig configures questions across databases (ask(all):).
@@ -129,7 +129,7 @@ func contains(xs []string, x string) bool {
 // authenticatorConnector opens authenticator connections: the upstream
 // route's server and TLS, the authenticator's user and password (resolved
 // per server and database as libpq does, like the catalog's).
-func authenticatorConnector(cfg Config) (multidb.Connector, error) {
+func authenticatorConnector(cfg Config) (askall.Connector, error) {
 	creds := map[string]string{}
 	for _, a := range cfg.Engine.AskAll.Authenticators {
 		creds[a.Database] = a.URL
@@ -147,7 +147,7 @@ func authenticatorConnector(cfg Config) (multidb.Connector, error) {
 			dsn, ok = creds[""]
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s", multidb.ErrNoAuthenticator, database)
+			return nil, fmt.Errorf("%w: %s", askall.ErrNoAuthenticator, database)
 		}
 		cc := &catalogConns{routes: base.routes, creds: dsn}
 		c, err := cc.config(database)
@@ -160,13 +160,13 @@ func authenticatorConnector(cfg Config) (multidb.Connector, error) {
 }
 
 // buildAskAll wires questions across databases to the engine's parts.
-func buildAskAll(cfg Config, eng *engine.Engine, client *llm.Pool, mgr *catalog.Manager, logger *zap.Logger) (*multidb.Asker, error) {
+func buildAskAll(cfg Config, eng *engine.Engine, client *llm.Pool, mgr *catalog.Manager, logger *zap.Logger) (*askall.Asker, error) {
 	ec := cfg.Engine
 	connect, err := authenticatorConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
-	a := &multidb.Asker{
+	a := &askall.Asker{
 		Engine:     eng,
 		LLM:        client,
 		Catalogs:   mgr,

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nlproxy/nlproxy/engine/multidb"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -120,7 +120,7 @@ func TestAuthenticatorConnector(t *testing.T) {
 	if r := res[0].Rows[0]; string(r[0]) != auth || string(r[1]) != "app" || string(r[2]) != "nlproxy-ask-all" {
 		t.Errorf("connected as %s to %s (%s)", r[0], r[1], r[2])
 	}
-	if _, err := connect(ctx, "hr"); !errors.Is(err, multidb.ErrNoAuthenticator) {
+	if _, err := connect(ctx, "hr"); !errors.Is(err, askall.ErrNoAuthenticator) {
 		t.Errorf("hr: %v, want ErrNoAuthenticator", err)
 	}
 	cfg.Engine.AskAll.Authenticators = nil

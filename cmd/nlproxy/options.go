@@ -12,8 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
@@ -58,7 +58,7 @@ const configOption = "config"
 // --help and docs/configuration.md. Every default is here: a value some
 // package also falls back to when its field is zero is that package's
 // exported constant (engine.Default…, proxy.Default…, router.Default…,
-// multidb.Default…, optimize.Default…, llm.Default…), referred to, not
+// askall.Default…, optimize.Default…, llm.Default…), referred to, not
 // repeated; the other values are written only here.
 func options() []option {
 	return []option{
@@ -247,10 +247,10 @@ func options() []option {
 				}
 			},
 			env: func(c *Config, v string) error { return setEntries(&c.Engine.AskAll.Authenticators, v) }},
-		{Flag: "ask-all-top-k", Env: env("ASK_ALL_TOP_K"), YAML: "engine.ask_all.top_k", Default: multidb.DefaultTopK,
+		{Flag: "ask-all-top-k", Env: env("ASK_ALL_TOP_K"), YAML: "engine.ask_all.top_k", Default: askall.DefaultTopK,
 			Help:  "candidate databases the selection memory gives the planner",
 			Field: func(c *Config) any { return &c.Engine.AskAll.TopK }},
-		{Flag: "ask-all-max-steps", Env: env("ASK_ALL_MAX_STEPS"), YAML: "engine.ask_all.max_steps", Default: multidb.DefaultMaxSteps,
+		{Flag: "ask-all-max-steps", Env: env("ASK_ALL_MAX_STEPS"), YAML: "engine.ask_all.max_steps", Default: askall.DefaultMaxSteps,
 			Help:  "steps (database queries) one ask(all): question may take",
 			Field: func(c *Config) any { return &c.Engine.AskAll.MaxSteps }},
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -131,7 +131,7 @@ GRANT SELECT ON payroll TO `+auth)
 		t.Fatal(err)
 	}
 	eng := &engine.Engine{LLM: client, Catalogs: cats, TrialTimeout: 5 * time.Second}
-	multi := &multidb.Asker{Engine: eng, LLM: client, Catalogs: cats, Connect: connect, Databases: []string{"eu", "us", "gone"}, TopK: 3}
+	multi := &askall.Asker{Engine: eng, LLM: client, Catalogs: cats, Connect: connect, Databases: []string{"eu", "us", "gone"}, TopK: 3}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: 10 * time.Second},

@@ -23,8 +23,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -285,9 +285,9 @@ func (f *fixture) proxyMulti(t *testing.T, host, embedModel string, budget time.
 	if embedModel != "" {
 		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, embedModel)}
 	}
-	var multi *multidb.Asker
+	var multi *askall.Asker
 	if len(databases) > 0 {
-		multi = &multidb.Asker{Engine: eng, LLM: client, Catalogs: f.cats, Databases: databases, AskTimeout: budget, NumCtx: numCtx,
+		multi = &askall.Asker{Engine: eng, LLM: client, Catalogs: f.cats, Databases: databases, AskTimeout: budget, NumCtx: numCtx,
 			Connect: func(ctx context.Context, database string) (*pgconn.PgConn, error) {
 				return pgconn.Connect(ctx, f.cluster.URL(askUser, askPass, database))
 			}}

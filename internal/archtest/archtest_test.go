@@ -114,7 +114,7 @@ func TestCheck(t *testing.T) {
 		}, 0},
 		{"proxy to engine", map[string][]string{"proxy": {"engine/llm"}}, 1},
 		{"proxy to the cgo guard", map[string][]string{"proxy": {"guard"}}, 1},
-		{"engine to proxy", map[string][]string{"engine/multidb": {"proxy"}}, 1},
+		{"engine to proxy", map[string][]string{"engine/askall": {"proxy"}}, 1},
 		{"catalog to engine", map[string][]string{"catalog/store": {"engine"}}, 1},
 		{"leaf to catalog", map[string][]string{"guard/sealed": {"catalog"}}, 2},
 		{"leaf to the guard", map[string][]string{"guard/sealed": {"guard"}}, 1},

@@ -14,8 +14,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -177,7 +177,7 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		return res, err
 	}
 	eng := &engine.Engine{LLM: client, Catalogs: mgr, TrialTimeout: 10 * time.Second}
-	asker := &multidb.Asker{Engine: eng, LLM: client, Catalogs: mgr, Databases: names, TopK: topK,
+	asker := &askall.Asker{Engine: eng, LLM: client, Catalogs: mgr, Databases: names, TopK: topK,
 		Connect: func(ctx context.Context, database string) (*pgconn.PgConn, error) {
 			return pgconn.Connect(ctx, c.URL("nlproxy_auth", authPassword, database))
 		}}
@@ -267,13 +267,13 @@ func expected(p [2]numeric) string {
 	return l(2, b) + " is larger than " + l(1, a) + ", by " + d
 }
 
-func askAs(ctx context.Context, c *pgtest.Cluster, asker *multidb.Asker, role, q string) (*multidb.Answer, error) {
+func askAs(ctx context.Context, c *pgtest.Cluster, asker *askall.Asker, role, q string) (*askall.Answer, error) {
 	conn, err := pgconn.Connect(ctx, c.URL(role, "x", "home"))
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	return asker.Ask(ctx, multidb.Request{Question: q, Database: "home", User: role, TxStatus: engine.TxIdle, Exec: engine.ConnExecutor{Conn: conn}})
+	return asker.Ask(ctx, askall.Request{Question: q, Database: "home", User: role, TxStatus: engine.TxIdle, Exec: engine.ConnExecutor{Conn: conn}})
 }
 
 func contains(xs []string, x string) bool {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Prompts of questions across databases (engine/multidb): the context
+// Prompts of questions across databases (engine/askall): the context
 // switch, the retrieval plan, the return-type decision and the answer.
 
 // ContextSwitchParams feeds the context switch: does the question need data?
@@ -26,7 +26,7 @@ func ContextSwitch(p ContextSwitchParams) (Prompt, error) {
 	if err := required("Question", p.Question); err != nil {
 		return Prompt{}, err
 	}
-	return render("multidb_context_switch", p, "multidb_context_switch.schema.json")
+	return render("askall_context_switch", p, "askall_context_switch.schema.json")
 }
 
 // PlanDatabase is a candidate database as the planner sees it.
@@ -73,7 +73,7 @@ func Plan(p PlanParams) (Prompt, error) {
 	if p.MaxSteps <= 0 {
 		p.MaxSteps = 4
 	}
-	pr, err := render("multidb_plan", p, "multidb_plan.schema.json")
+	pr, err := render("askall_plan", p, "askall_plan.schema.json")
 	if err != nil {
 		return Prompt{}, err
 	}
@@ -99,7 +99,7 @@ func ReturnType(p ReturnTypeParams) (Prompt, error) {
 	if err := required("Question", p.Question, "SQL", p.SQL); err != nil {
 		return Prompt{}, err
 	}
-	return render("multidb_return_type", p, "multidb_return_type.schema.json")
+	return render("askall_return_type", p, "askall_return_type.schema.json")
 }
 
 // AnswerStep is one step's outcome as the answer prompt shows it: a
@@ -135,7 +135,7 @@ func Answer(p AnswerParams) (Prompt, error) {
 	if len(p.Steps) == 0 {
 		return Prompt{}, fmt.Errorf("%w: Steps", ErrMissing)
 	}
-	return render("multidb_answer", p, "multidb_answer.schema.json")
+	return render("askall_answer", p, "askall_answer.schema.json")
 }
 
 // withStepEnum restricts steps[].database to names.

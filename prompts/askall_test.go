@@ -13,7 +13,7 @@ import (
 
 const multiQuestion = "Did the EU shop sell more in March 2024 than the US shop?"
 
-func multidbCases() map[string]struct {
+func askallCases() map[string]struct {
 	render func() (Prompt, error)
 	result any
 } {
@@ -22,22 +22,22 @@ func multidbCases() map[string]struct {
 		result any
 	}
 	return map[string]c{
-		"multidb_context_switch": {func() (Prompt, error) {
+		"askall_context_switch": {func() (Prompt, error) {
 			return ContextSwitch(ContextSwitchParams{Question: "What does ARR mean?", Glossary: []Description{
 				{Name: "ARR", Text: "annual recurring revenue:\nsum of active subscriptions' yearly price"},
 			}})
 		}, ContextSwitchResult{}},
-		"multidb_plan": {func() (Prompt, error) {
+		"askall_plan": {func() (Prompt, error) {
 			return Plan(PlanParams{Question: multiQuestion, MaxSteps: 3, Databases: []PlanDatabase{
 				{Name: "shop_eu", Schema: "orders(id, placed_at, total_eur) -- orders of the EU shop\ncustomers(id, country)"},
 				{Name: "shop_us", Schema: "orders(id, placed_at, total_usd)"},
 			}})
 		}, PlanResult{}},
-		"multidb_return_type": {func() (Prompt, error) {
+		"askall_return_type": {func() (Prompt, error) {
 			return ReturnType(ReturnTypeParams{Question: "How many orders did the EU shop get in March 2024?", Database: "shop_eu",
 				SQL: "SELECT count(*) FROM orders WHERE placed_at >= DATE '2024-03-01' AND placed_at < DATE '2024-04-01'"})
 		}, ReturnTypeResult{}},
-		"multidb_answer": {func() (Prompt, error) {
+		"askall_answer": {func() (Prompt, error) {
 			return Answer(AnswerParams{Question: multiQuestion, Steps: []AnswerStep{
 				{N: 1, Database: "shop_eu", Goal: "Total sales of the EU shop in March 2024?", SQL: "SELECT sum(total_eur) FROM orders WHERE …",
 					Result: &Sample{Columns: []string{"sum"}, Rows: [][]string{{"1200.50"}}}},
@@ -48,7 +48,7 @@ func multidbCases() map[string]struct {
 }
 
 func TestMultidbGolden(t *testing.T) {
-	for name, tc := range multidbCases() {
+	for name, tc := range askallCases() {
 		t.Run(name, func(t *testing.T) {
 			p, err := tc.render()
 			if err != nil {

@@ -1,4 +1,4 @@
-package multidb
+package askall
 
 import (
 	"context"
@@ -46,21 +46,21 @@ func perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason s
 	defer cancel()
 	res := conn.ExecParams(ctx, perimeterSQL, [][]byte{[]byte(login)}, []uint32{nameOID}, nil, nil).Read()
 	if res.Err != nil {
-		return "", fmt.Errorf("multidb: perimeter check: %w", res.Err)
+		return "", fmt.Errorf("ask(all): perimeter check: %w", res.Err)
 	}
 	if len(res.Rows) == 0 {
 		return fmt.Sprintf("role %s does not exist there", login), nil
 	}
 	r := res.Rows[0]
 	if len(r) != 8 {
-		return "", fmt.Errorf("multidb: perimeter check: %d columns", len(r))
+		return "", fmt.Errorf("ask(all): perimeter check: %d columns", len(r))
 	}
 	b := func(i int) bool { return string(r[i]) == "t" }
 	n := func(i int) (int64, error) { return strconv.ParseInt(string(r[i]), 10, 64) }
 	var lim [4]int64 // rolconnlimit, datconnlimit, role backends, database backends
 	for j, i := range []int{2, 4, 6, 7} {
 		if lim[j], err = n(i); err != nil {
-			return "", fmt.Errorf("multidb: perimeter check: %w", err)
+			return "", fmt.Errorf("ask(all): perimeter check: %w", err)
 		}
 	}
 	super := b(1)

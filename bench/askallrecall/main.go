@@ -1,5 +1,5 @@
-// Command multidbrecall measures the database selection memory of
-// questions across databases (engine/multidb): the seven sql-eval databases
+// Command askallrecall measures the database selection memory of
+// questions across databases (engine/askall): the seven sql-eval databases
 // are loaded into a throwaway Postgres as separate databases (column
 // descriptions as COMMENT ON COLUMN, ANALYZE for stored examples), their
 // catalog snapshots are built as the proxy builds them, and for each of the
@@ -9,8 +9,8 @@
 // the -ollama server) it ranks the same questions again with embeddings
 // blended in, in the same run.
 //
-//	go run ./bench/multidbrecall [-data datasets/sql-eval] [-json out.json]
-//	go run ./bench/multidbrecall -pairs 0 -embed-model all-minilm -ollama http://127.0.0.1:11434
+//	go run ./bench/askallrecall [-data datasets/sql-eval] [-json out.json]
+//	go run ./bench/askallrecall -pairs 0 -embed-model all-minilm -ollama http://127.0.0.1:11434
 package main
 
 import (
@@ -30,8 +30,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/embedding"
+	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/engine/multidb"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -54,7 +54,7 @@ func main() {
 		}
 	}
 	if err := run(context.Background(), *data, *jsonOut, *pairs, *topK, emb, *embedModel); err != nil {
-		fmt.Fprintln(os.Stderr, "multidbrecall:", err)
+		fmt.Fprintln(os.Stderr, "askallrecall:", err)
 		os.Exit(1)
 	}
 }
@@ -124,7 +124,7 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embeddin
 		}
 		snaps = append(snaps, s)
 	}
-	res := selectionRecall(ctx, multidb.NewMemory(snaps, nil), names, qs)
+	res := selectionRecall(ctx, askall.NewMemory(snaps, nil), names, qs)
 	fmt.Fprintln(os.Stdout, "lexical (BM25):")
 	report(os.Stdout, res, names)
 	if emb != nil {
@@ -141,7 +141,7 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embeddin
 				return fmt.Errorf("embed the questions: %w", err)
 			}
 		}
-		er := selectionRecall(ctx, multidb.NewMemory(snaps, emb), names, qs)
+		er := selectionRecall(ctx, askall.NewMemory(snaps, emb), names, qs)
 		fmt.Fprintf(os.Stdout, "\nwith embeddings (%s), same questions, %s:\n", embedModel, time.Since(start).Round(time.Second))
 		if c, ok := emb.(*countingEmbedder); ok {
 			fmt.Fprintf(os.Stdout, "embedding calls %d, failed %d (ranked by words alone)", c.calls, c.fails)
@@ -176,7 +176,7 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embeddin
 }
 
 // selectionRecall ranks every question's own database with mem.
-func selectionRecall(ctx context.Context, mem *multidb.Memory, names []string, qs []dataset.Question) Result {
+func selectionRecall(ctx context.Context, mem *askall.Memory, names []string, qs []dataset.Question) Result {
 	res := Result{Databases: len(names), Questions: len(qs), PerDB: map[string]PerDB{}, Confused: map[string]int{}}
 	var rr float64
 	for _, q := range qs {

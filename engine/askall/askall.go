@@ -1,4 +1,4 @@
-// Package multidb answers one question from several databases behind the
+// Package askall answers one question from several databases behind the
 // proxy (the "Relational Database Augmented LLM" design): a context switch
 // (does the question need data at all?), the database selection memory (top
 // K databases by their summaries), a retrieval plan by the model (one goal
@@ -13,7 +13,7 @@
 // role inside each read-only transaction (sealed.TrialScopeAs, via
 // engine.ConnExecutor). A database without an authenticator, unreachable, or
 // where the role does not exist or may not be taken on is skipped and said so.
-package multidb
+package askall
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type Connector func(ctx context.Context, database string) (*pgconn.PgConn, error
 
 // ErrNoAuthenticator: the operator configured no authenticator role for
 // the database, so nlproxy cannot run anything there for the asker.
-var ErrNoAuthenticator = errors.New("multidb: no authenticator configured for the database")
+var ErrNoAuthenticator = errors.New("ask(all): no authenticator configured for the database")
 
 // Defaults of TopK and MaxSteps, exported so that nlproxy's option table
 // (cmd/nlproxy/options.go) refers to them.
@@ -361,15 +361,15 @@ const sessionRolesSQL = "SELECT current_user, session_user"
 func (a *Asker) sessionRoles(ctx context.Context, req Request) (role, login string, err error) {
 	stmt, err := guard.Seal(sessionRolesSQL, a.Engine.Guard)
 	if err != nil {
-		return "", "", fmt.Errorf("multidb: seal the session query: %w", err)
+		return "", "", fmt.Errorf("ask(all): seal the session query: %w", err)
 	}
 	rows, err := req.Exec.Trial(ctx, stmt, engine.Limits{Timeout: 5 * time.Second, MaxRows: 1, MaxBytes: 1 << 16})
 	if err != nil {
-		return "", "", fmt.Errorf("multidb: ask the session for its role: %w", err)
+		return "", "", fmt.Errorf("ask(all): ask the session for its role: %w", err)
 	}
 	if len(rows.Values) != 1 || len(rows.Values[0]) != 2 || rows.Values[0][0] == nil || rows.Values[0][1] == nil ||
 		len(rows.Types) != 2 || rows.Types[0] != nameOID || rows.Types[1] != nameOID {
-		return "", "", errors.New("multidb: the session did not say its role")
+		return "", "", errors.New("ask(all): the session did not say its role")
 	}
 	return *rows.Values[0][0], *rows.Values[0][1], nil
 }
