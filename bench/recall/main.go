@@ -26,15 +26,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {
@@ -48,19 +45,12 @@ func main() {
 	embedModel := flag.String("embed-model", os.Getenv("NLPROXY_REAL_EMBED_MODEL"), "embedding model: also measure every retrieval with it, beside the lexical path (env NLPROXY_REAL_EMBED_MODEL)")
 	hard := flag.Bool("hard", false, "the harder benchmark: every schema on the search_path beside distractor schemas (renamed, prefixed and camelCase copies, the sample and wide databases)")
 	flag.Parse()
-	var bs []int
-	for _, f := range strings.Split(*budgets, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || b <= 0 {
-			fmt.Fprintln(os.Stderr, "recall: bad -budgets:", *budgets)
-			os.Exit(2)
-		}
-		bs = append(bs, b)
+	bs, err := sqleval.Budgets(*budgets)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "recall:", err)
+		os.Exit(2)
 	}
-	var only []string
-	if *dbs != "" {
-		only = strings.Split(*dbs, ",")
-	}
+	only := sqleval.Only(*dbs)
 	if *embedModel != "" && !*hard {
 		if err := runEmbed(context.Background(), *dir, only, bs, *ollama, *api, *embedModel, *jsonOut); err != nil {
 			fmt.Fprintln(os.Stderr, "recall:", err)
@@ -77,11 +67,7 @@ func main() {
 func run(ctx context.Context, dir string, only []string, budgets []int, hard, verbose bool, jsonOut string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	ds, err := dataset.OpenSQLEval(dir)
-	if err != nil {
-		return err
-	}
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	ds, c, err := sqleval.Open(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -132,11 +118,7 @@ func runEmbed(ctx context.Context, dir string, only []string, budgets []int, hos
 		fmt.Printf("embedding comparison skipped: no embedding model %q at %s (%v); lexical figures only\n\n", model, host, err)
 		return run(ctx, dir, only, budgets, false, false, jsonOut)
 	}
-	ds, err := dataset.OpenSQLEval(dir)
-	if err != nil {
-		return err
-	}
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	ds, c, err := sqleval.Open(ctx, dir)
 	if err != nil {
 		return err
 	}

@@ -30,13 +30,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
-	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func main() {
@@ -46,19 +42,12 @@ func main() {
 	verbose := flag.Bool("v", false, "list the questions whose gold join path is offered with the workload only, or with neither, at the largest budget")
 	jsonOut := flag.String("json", "", "also write the report as JSON to this file")
 	flag.Parse()
-	var bs []int
-	for _, f := range strings.Split(*budgets, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || b <= 0 {
-			fmt.Fprintln(os.Stderr, "workloadrecall: bad -budgets:", *budgets)
-			os.Exit(2)
-		}
-		bs = append(bs, b)
+	bs, err := sqleval.Budgets(*budgets)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "workloadrecall:", err)
+		os.Exit(2)
 	}
-	var only []string
-	if *dbs != "" {
-		only = strings.Split(*dbs, ",")
-	}
+	only := sqleval.Only(*dbs)
 	if err := run(context.Background(), *dir, only, bs, *verbose, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "workloadrecall:", err)
 		os.Exit(1)
@@ -68,11 +57,7 @@ func main() {
 func run(ctx context.Context, dir string, only []string, budgets []int, verbose bool, jsonOut string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	ds, err := dataset.OpenSQLEval(dir)
-	if err != nil {
-		return err
-	}
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	ds, c, err := sqleval.Open(ctx, dir)
 	if err != nil {
 		return err
 	}

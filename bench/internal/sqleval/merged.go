@@ -5,6 +5,7 @@ package sqleval
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog"
@@ -105,4 +106,40 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// Budgets parses the benchmarks' -budgets flag: comma-separated positive
+// token budgets.
+func Budgets(s string) ([]int, error) {
+	var bs []int
+	for _, f := range strings.Split(s, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || b <= 0 {
+			return nil, fmt.Errorf("bad -budgets: %s", s)
+		}
+		bs = append(bs, b)
+	}
+	return bs, nil
+}
+
+// Only splits the benchmarks' -dbs flag; "" is every database.
+func Only(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// Open opens the sql-eval dataset in dir and starts the throwaway cluster
+// it is loaded into; stop the cluster when done.
+func Open(ctx context.Context, dir string) (*dataset.Dataset, *pgtest.Cluster, error) {
+	ds, err := dataset.OpenSQLEval(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := pgtest.Start(ctx, pgtest.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ds, c, nil
 }
