@@ -10,9 +10,9 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/learned"
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
-	"github.com/nlproxy/nlproxy/internal/workloaduse"
 	"github.com/nlproxy/nlproxy/workload"
 )
 
@@ -84,7 +84,7 @@ func (w *leaveOneOut) Learned(ctx context.Context, _ string) (*engine.Learned, e
 		s.Filtered, s.Grouped, s.Ordered = qualifiedCols(s.Filtered, db), qualifiedCols(s.Grouped, db), qualifiedCols(s.Ordered, db)
 		p.Add(s, "", time.Now())
 	}
-	return workloaduse.Profiles{db: p}.Learned(ctx, db)
+	return learned.Profiles{db: p}.Learned(ctx, db)
 }
 
 func qualified(rs []workload.Rel, schema string) []workload.Rel {

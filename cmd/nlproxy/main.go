@@ -26,7 +26,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/nlproxy/nlproxy/internal/workloaduse"
+	"github.com/nlproxy/nlproxy/engine/learned"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 )
@@ -147,7 +147,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		defer parts.Close()
 		if c := learn.Collector(); c != nil { // workload options: what is learnt feeds linking and prompts
-			parts.engine.Workload = workloaduse.Store{Store: c.Store()}
+			parts.engine.Workload = learned.Store{Store: c.Store()}
 		}
 		if cfg.Ops.CatalogStore != "" {
 			if err := parts.useStore(ctx, cfg.Ops.CatalogStore, time.Duration(cfg.Ops.CatalogStorePoll), cfg.Engine.EmbedModel, logger.Named("store")); err != nil {

@@ -39,7 +39,9 @@ var Rules = []Rule{
 		Why: "the sealed statement and its scopes import internal/pg only (and the type's own package)"},
 	{From: "guard/internal/stmt", Deny: []string{"..."},
 		Why: "the sealed statement type depends on nothing"},
-	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/..."},
+	{From: "workload/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/..."},
+		Why: "what the workload teaches is plain data; the engine reads it through engine/learned, the relay feeds it through proxy.StatementObserver"},
+	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/...", "workload/..."},
 		Why: "internal/ is the shared vocabulary at the bottom"},
 }
 

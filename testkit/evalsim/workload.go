@@ -10,8 +10,8 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/engine/learned"
 	"github.com/nlproxy/nlproxy/eval/compare"
-	"github.com/nlproxy/nlproxy/internal/workloaduse"
 	"github.com/nlproxy/nlproxy/workload"
 )
 
@@ -78,7 +78,7 @@ func (s *Sim) Lifted() int {
 // shape (exampleOverGold), as if each question were left out of its
 // workload.
 func (s *Sim) Workload(prefix string) (engine.Workload, error) {
-	ps := workloaduse.Profiles{}
+	ps := learned.Profiles{}
 	// Sorted questions: the same profile every run.
 	keys := make([]string, 0, len(s.qs))
 	for k := range s.qs {

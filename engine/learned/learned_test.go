@@ -1,4 +1,4 @@
-package workloaduse
+package learned
 
 import (
 	"context"

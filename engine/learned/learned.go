@@ -1,7 +1,7 @@
-// Package workloaduse hands what package workload learned of a database to
+// Package learned hands what package workload learned of a database to
 // the engine, as the engine's own types (engine.Workload): the engine
 // resolves the names against the catalog and keeps what the asker may see.
-package workloaduse
+package learned
 
 import (
 	"context"
