@@ -66,21 +66,6 @@ func parseAll(text string) string {
 	fmt.Fprintf(&b, "ExtractJSON: %s\n", outcomeOf(string(js), err))
 	reason, ok := llm.Unanswerable(text)
 	fmt.Fprintf(&b, "Unanswerable: %v %q\n", ok, reason)
-	// What the guard makes of the SQL extracted: wrong dialect stops here;
-	// a hallucinated column passes (the database rejects it, the fixer
-	// gets the error).
-	if sql, err := llm.ExtractSQL(text); err == nil {
-		checked, err := guard.Check(sql, guard.Options{})
-		if err != nil {
-			fmt.Fprintf(&b, "Guard: rejected: %v\n", err)
-		} else {
-			var tables []string
-			for _, r := range checked.Tables {
-				tables = append(tables, r.Name)
-			}
-			fmt.Fprintf(&b, "Guard: ok, reads %v\n", tables)
-		}
-	}
 	return b.String()
 }
 
