@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/guard"
 )
 
 var update = flag.Bool("update", false, "rewrite the .golden files of testdata/real")
