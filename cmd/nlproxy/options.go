@@ -319,6 +319,9 @@ func options() []option {
 		{Flag: "workload-queue", Env: env("WORKLOAD_QUEUE"), YAML: "workload.queue", Default: 1024,
 			Help:  "statements waiting to be learnt; when full, more are dropped, never waited for",
 			Field: func(c *Config) any { return &c.Workload.Queue }},
+		{Flag: "workload-examples", Env: env("WORKLOAD_EXAMPLES"), YAML: "workload.examples", Default: engine.DefaultWorkloadExamples,
+			Help:  "model calls an ask in balanced or max may spend turning the workload queries it is offered into remembered question→SQL pairs (each query once); 0 none",
+			Field: func(c *Config) any { return &c.Workload.Examples }},
 	}
 }
 

@@ -35,10 +35,16 @@ type WorkloadConfig struct {
 	Sample float64
 	// Queue bounds the statements waiting to be learnt; more are dropped.
 	Queue int
+	// Examples is how many model calls an ask in balanced or max may spend
+	// turning workload queries into remembered pairs; 0 none.
+	Examples int
 }
 
 func (w WorkloadConfig) validate() error {
 	var errs []error
+	if w.Examples < 0 {
+		errs = append(errs, errors.New("workload-examples must not be negative"))
+	}
 	if w.MaxQueries <= 0 || w.Queue <= 0 {
 		errs = append(errs, errors.New("workload-max-queries and workload-queue must be positive"))
 	}
@@ -52,6 +58,15 @@ func (w WorkloadConfig) validate() error {
 		errs = append(errs, fmt.Errorf("workload-deny: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// examples is Examples as the engine's field reads it (its 0 is the
+// default, negative none).
+func (w WorkloadConfig) examples() int {
+	if w.Examples == 0 {
+		return -1
+	}
+	return w.Examples
 }
 
 func (w WorkloadConfig) limits() workload.Limits {
