@@ -403,8 +403,7 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 	if a.sess != nil {
 		path = a.sess.searchPath
 	}
-	var tables []int
-	lx := e.lex.get(a.schema0)
+	var tables []*catalog.Table
 	for _, r := range checked.Tables {
 		name := r.Name
 		if r.Schema != "" {
@@ -414,12 +413,17 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 		if t == nil {
 			return false
 		}
-		tables = append(tables, lx.index[t.Schema+"."+t.Name])
+		tables = append(tables, t)
 	}
-	if p.Source == PairWorkload {
-		return len(tables) > 0 && !namesHiddenColumn(p.SQL, a.snap.Schema, a.schema0, lx, tables)
+	if p.Source != PairWorkload {
+		return true
 	}
-	return true
+	lx := e.lex.get(a.schema0)
+	idx := make([]int, 0, len(tables))
+	for _, t := range tables {
+		idx = append(idx, lx.index[t.Schema+"."+t.Name])
+	}
+	return len(idx) > 0 && !namesHiddenColumn(p.SQL, a.snap.Schema, a.schema0, lx, idx)
 }
 
 // rememberAccepted keeps a pair when a user re-runs a question unchanged and
