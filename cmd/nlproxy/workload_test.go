@@ -27,12 +27,14 @@ func TestWorkloadOptions(t *testing.T) {
 		want    WorkloadConfig
 		wantErr string
 	}{
-		{name: "defaults: off", want: WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024}},
-		{name: "flags", args: []string{"--learn-workload", "--workload-max-queries", "50", "--workload-max-age", "48h", "--workload-deny", "(?i)payroll", "--workload-sample", "0.25", "--workload-queue", "64"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Sample: 0.25, Queue: 64}},
+		{name: "defaults: off", want: WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024, Examples: 1}},
+		{name: "flags", args: []string{"--learn-workload", "--workload-max-queries", "50", "--workload-max-age", "48h", "--workload-deny", "(?i)payroll", "--workload-sample", "0.25", "--workload-queue", "64",
+			"--workload-stat-statements", "2m", "--workload-examples", "0"},
+			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Sample: 0.25, Queue: 64, StatStatements: Duration(2 * time.Minute)}},
 		{name: "environment, a flag wins", args: []string{"--workload-queue", "8"},
 			env:  map[string]string{"NLPROXY_LEARN_WORKLOAD": "true", "NLPROXY_WORKLOAD_MAX_QUERIES": "7", "NLPROXY_WORKLOAD_MAX_AGE": "0s", "NLPROXY_WORKLOAD_DENY": "x", "NLPROXY_WORKLOAD_SAMPLE": "0.5", "NLPROXY_WORKLOAD_QUEUE": "99"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Sample: 0.5, Queue: 8}},
+			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Sample: 0.5, Queue: 8, Examples: 1}},
+		{name: "negative examples", args: []string{"--workload-examples", "-1"}, wantErr: "workload-examples"},
 		{name: "bad deny pattern", args: []string{"--workload-deny", "("}, wantErr: "workload-deny"},
 		{name: "sample out of range", args: []string{"--workload-sample", "0"}, wantErr: "workload-sample"},
 		{name: "bad environment", env: map[string]string{"NLPROXY_WORKLOAD_QUEUE": "many"}, wantErr: "NLPROXY_WORKLOAD_QUEUE"},
