@@ -75,6 +75,11 @@ type Engine struct {
 	// Workload is what the statements each database runs taught (nil: no
 	// learning): join paths, column use and example queries.
 	Workload Workload
+	// WorkloadExamples bounds the model calls an ask of a profile with
+	// WorkloadExamples (balanced, max) spends turning workload queries
+	// into remembered pairs; default DefaultWorkloadExamples, negative
+	// none.
+	WorkloadExamples int
 	// Parallel bounds the model calls one ask makes at once (generators and
 	// fixes); default 2. Ollama serves them in parallel up to its
 	// OLLAMA_NUM_PARALLEL.
@@ -85,6 +90,9 @@ type Engine struct {
 	internal sealedQueries
 	profiles map[string]*Profile
 	lex      lexicons
+	// synthesized holds the workload queries (database, fingerprint)
+	// already turned into pairs or tried: once each, not once per ask.
+	synthesized tried
 }
 
 // Request is one question.
@@ -147,6 +155,8 @@ const (
 	DefaultTrialTimeout  = 5 * time.Second
 	DefaultTrialMaxBytes = 1 << 20
 	DefaultParallel      = 2
+	// DefaultWorkloadExamples: one workload query made a pair per ask.
+	DefaultWorkloadExamples = 1
 )
 
 // applyDefaults fills unset fields once, before the first translation.
@@ -175,6 +185,9 @@ func (e *Engine) applyDefaults() {
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = DefaultParallel
+	}
+	if c.WorkloadExamples == 0 {
+		c.WorkloadExamples = DefaultWorkloadExamples
 	}
 	if c.Pairs == nil {
 		c.Pairs = &MemoryPairs{}
@@ -299,6 +312,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 			return nil, err
 		}
 	}
+	e.synthesizeWorkloadPairs(ctx, a)
 	a.in = GenInput{
 		Question:     a.req.Question,
 		Schema:       a.schema,
@@ -373,7 +387,10 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 
 // pairUsable: a pair is shown to the role that asked it (operator pairs to
 // everyone), and only when every table it reads is one the asker may read,
-// so an example never reveals a table the asker cannot see.
+// so an example never reveals a table the asker cannot see. A pair written
+// from the workload is shown to every role, so it is held to the workload
+// queries' rule: its text names no column of its tables the asker may not
+// read either.
 func (e *Engine) pairUsable(a *ask, p Pair) bool {
 	if p.Role != "" && (a.sess == nil || p.Role != a.sess.role) {
 		return false
@@ -386,16 +403,27 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 	if a.sess != nil {
 		path = a.sess.searchPath
 	}
+	var tables []*catalog.Table
 	for _, r := range checked.Tables {
 		name := r.Name
 		if r.Schema != "" {
 			name = r.Schema + "." + r.Name
 		}
-		if a.schema0.TableOnPath(name, path) == nil {
+		t := a.schema0.TableOnPath(name, path)
+		if t == nil {
 			return false
 		}
+		tables = append(tables, t)
 	}
-	return true
+	if p.Source != PairWorkload {
+		return true
+	}
+	lx := e.lex.get(a.schema0)
+	idx := make([]int, 0, len(tables))
+	for _, t := range tables {
+		idx = append(idx, lx.index[t.Schema+"."+t.Name])
+	}
+	return len(idx) > 0 && !namesHiddenColumn(p.SQL, a.snap.Schema, a.schema0, lx, idx)
 }
 
 // rememberAccepted keeps a pair when a user re-runs a question unchanged and

@@ -25,6 +25,7 @@ type (
 const (
 	PairOperator = memory.PairOperator
 	PairAccepted = memory.PairAccepted
+	PairWorkload = memory.PairWorkload
 )
 
 // ErrNoEmbedder: the pair store has no embedding model to rank by meaning.

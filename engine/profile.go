@@ -31,6 +31,10 @@ type Profile struct {
 	Selector Selector
 	// Optimizer rewrites the chosen statement for speed; nil skips it.
 	Optimizer Optimizer
+	// WorkloadExamples lets the model turn the workload queries offered
+	// for a question into question→SQL pairs, once per query, at most
+	// Engine.WorkloadExamples model calls per ask (workloadpairs.go).
+	WorkloadExamples bool
 
 	// Hard caps: model calls (every request to the model, repairs
 	// included), prompt+completion tokens, and wall time as a multiple of
@@ -81,6 +85,7 @@ func Profiles() map[string]*Profile {
 			Fixer:             fix,
 			FixRounds:         2,
 			Selector:          unitTestSelector{tests: 3},
+			WorkloadExamples:  true,
 			MaxLLMCalls:       16,
 			MaxTokens:         160_000,
 			WallTimes:         2,
@@ -102,6 +107,7 @@ func Profiles() map[string]*Profile {
 			FixRounds:         2,
 			Selector:          pairwiseSelector{maxClusters: 3},
 			Optimizer:         GuidedCostDescent(&optimize.Optimizer{MinCost: DefaultOptimizeMinCost}),
+			WorkloadExamples:  true,
 			MaxLLMCalls:       30,
 			MaxTokens:         320_000,
 			WallTimes:         4,

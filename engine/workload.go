@@ -45,9 +45,13 @@ type ColumnRef struct {
 // LearnedQuery is one normalised statement: every literal a parameter
 // ($1), so it holds no value anybody wrote.
 type LearnedQuery struct {
-	SQL       string
-	Relations []Relation // the relations it reads
-	Count     int        // how many times it ran
+	// Fingerprint identifies the statement's shape (pg_query's); "" when
+	// unknown (the SQL then stands for it).
+	Fingerprint string
+	SQL         string
+	Relations   []Relation  // the relations it reads
+	Filtered    []ColumnRef // the columns it filters by
+	Count       int         // how many times it ran
 }
 
 // LearnedJoin is a join predicate (Left = Right) and how many statements
@@ -79,9 +83,11 @@ type learnedLink struct {
 }
 
 type learnedQuery struct {
-	sql    string
-	tables []int
-	count  int
+	fingerprint string
+	sql         string
+	tables      []int
+	filtered    []string // "schema.table.column" the asker may read
+	count       int
 }
 
 // loadLearned reads the database's workload, when the engine has one, and
@@ -174,7 +180,16 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 		if !ok || namesHiddenColumn(q.SQL, full, visible, lx, ts) {
 			continue
 		}
-		l.queries = append(l.queries, learnedQuery{sql: q.SQL, tables: ts, count: q.Count})
+		lq := learnedQuery{fingerprint: q.Fingerprint, sql: q.SQL, tables: ts, count: q.Count}
+		if lq.fingerprint == "" {
+			lq.fingerprint = q.SQL
+		}
+		for _, c := range q.Filtered {
+			if i := table(c.Relation); i >= 0 && readable(i, c.Column) {
+				lq.filtered = append(lq.filtered, lx.tables[i].key+"."+c.Column)
+			}
+		}
+		l.queries = append(l.queries, lq)
 	}
 	slices.SortStableFunc(l.queries, func(x, y learnedQuery) int { return y.count - x.count })
 	return l

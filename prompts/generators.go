@@ -39,6 +39,31 @@ func Synthetic(p SyntheticParams) (Prompt, error) {
 	return render("synthetic", p, "synthetic.schema.json")
 }
 
+// WorkloadExampleParams asks to turn a normalised workload query into a
+// question→SQL pair (CHASE-SQL's online synthetic examples, grounded in a
+// query the database runs rather than invented).
+type WorkloadExampleParams struct {
+	Schema string // required
+	Query  string // required: the normalised query, $n for its values
+	// Values are stored values of the columns the query filters, for its
+	// parameters.
+	Values []ValueMatch
+}
+
+// WorkloadExampleResult is the model's answer to WorkloadExample.
+type WorkloadExampleResult struct {
+	Question string `json:"question"`
+	SQL      string `json:"sql"`
+}
+
+// WorkloadExample renders the workload-example prompt.
+func WorkloadExample(p WorkloadExampleParams) (Prompt, error) {
+	if err := required("Schema", p.Schema, "Query", p.Query); err != nil {
+		return Prompt{}, err
+	}
+	return render("workload_example", p, "workload_example.schema.json")
+}
+
 // DecomposeParams asks to split a question into targets and conditions
 // (MAG-SQL).
 type DecomposeParams struct {

@@ -107,6 +107,11 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 		"synthetic": func() (Prompt, error) {
 			return Synthetic(SyntheticParams{Question: question, Schema: schema, Count: 3})
 		},
+		"workload_example": func() (Prompt, error) {
+			return WorkloadExample(WorkloadExampleParams{Schema: schema,
+				Query:  "SELECT s.name, sum(o.total)\nFROM orders o JOIN stores s ON s.id = o.store_id\nWHERE s.city = $1 AND o.status = $2 GROUP BY s.name",
+				Values: []ValueMatch{{Table: "stores", Column: "city", Value: "Los Angeles"}, {Table: "stores", Column: "city", Value: "O'Fallon"}}})
+		},
 		"decompose": func() (Prompt, error) {
 			return Decompose(DecomposeParams{Question: question, Schema: schema, Descriptions: sampleDescriptions})
 		},
@@ -186,6 +191,7 @@ func TestContracts(t *testing.T) {
 		"table_selection":      TableSelectionResult{},
 		"literal":              LiteralResult{},
 		"synthetic":            SyntheticResult{},
+		"workload_example":     WorkloadExampleResult{},
 		"decompose":            DecomposeResult{},
 		"pairwise":             PairwiseResult{},
 		"unittests":            UnitTestsResult{},

@@ -35,6 +35,10 @@ type CollectorOptions struct {
 	// the worker is idle). The queue must hold what arrives in between.
 	// Default 50ms.
 	DrainEvery time.Duration
+	// Stats, when set, is a second source: pg_stat_statements read every
+	// StatsEvery (default one minute) for each database with a profile.
+	Stats      StatsSource
+	StatsEvery time.Duration
 	Logger     *zap.Logger
 }
 
@@ -47,6 +51,9 @@ type Stats struct {
 	// parse them. Skipped: not a SELECT, or a literal survived
 	// normalisation. Learnt: added to a profile.
 	Denied, Unparsable, Skipped, Learnt uint64
+	// StatReads: reads of pg_stat_statements that succeeded; StatFailures:
+	// those that did not (extension missing, not readable).
+	StatReads, StatFailures uint64
 	// Stored: fingerprints held now, over all databases.
 	Stored int
 }
@@ -54,6 +61,7 @@ type Stats struct {
 type observed struct {
 	database, role, sql string
 	at                  time.Time
+	runs                int64 // how many runs it stands for; 0 is 1
 }
 
 // Collector is the capture side: Observe (a proxy.StatementObserver)
@@ -68,8 +76,13 @@ type Collector struct {
 	// refused holds fingerprints Analyze refused (not a SELECT, a literal
 	// left): the worker's own, bounded by maxRefused.
 	refused map[string]struct{}
+	// stats carries pg_stat_statements' rows from the reader to the
+	// worker; lastCalls (the worker's) is each row's calls when last read.
+	stats     chan statsBatch
+	lastCalls map[string]map[statKey]int64
 
 	captured, dropped, denied, unparsable, skipped, learnt atomic.Uint64
+	statReads, statFailures                                atomic.Uint64
 }
 
 // NewCollector is a collector feeding store.
@@ -86,11 +99,15 @@ func NewCollector(store *Store, o CollectorOptions) *Collector {
 	if o.DrainEvery <= 0 {
 		o.DrainEvery = 50 * time.Millisecond
 	}
+	if o.StatsEvery <= 0 {
+		o.StatsEvery = time.Minute
+	}
 	log := o.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log, refused: map[string]struct{}{}}
+	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log, refused: map[string]struct{}{},
+		stats: make(chan statsBatch, 1), lastCalls: map[string]map[statKey]int64{}}
 }
 
 // Store is the store the collector feeds.
@@ -122,6 +139,15 @@ func (c *Collector) Run(ctx context.Context) error {
 	defer drain.Stop()
 	save := time.NewTicker(c.opts.SaveEvery)
 	defer save.Stop()
+	if c.opts.Stats != nil {
+		readerCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.readStats(readerCtx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -131,6 +157,8 @@ func (c *Collector) Run(ctx context.Context) error {
 			_ = c.save()
 		case <-drain.C:
 			c.drain()
+		case b := <-c.stats:
+			c.learnStats(b)
 		}
 	}
 }
@@ -185,7 +213,8 @@ func (c *Collector) learn(o observed) {
 			c.unparsable.Add(1)
 			continue
 		}
-		if p.Seen(fp, o.role, o.at) {
+		runs := max(o.runs, 1)
+		if p.SeenRuns(fp, o.role, o.at, runs) {
 			c.learnt.Add(1)
 			continue
 		}
@@ -196,7 +225,7 @@ func (c *Collector) learn(o observed) {
 		s, err := Analyze(stmt)
 		switch {
 		case err == nil:
-			p.Add(s, o.role, o.at)
+			p.AddRuns(s, o.role, o.at, runs)
 			c.learnt.Add(1)
 		case errors.Is(err, ErrParse):
 			c.unparsable.Add(1)
@@ -218,6 +247,7 @@ func (c *Collector) Stats() Stats {
 	st := Stats{
 		Captured: c.captured.Load(), Dropped: c.dropped.Load(),
 		Denied: c.denied.Load(), Unparsable: c.unparsable.Load(), Skipped: c.skipped.Load(), Learnt: c.learnt.Load(),
+		StatReads: c.statReads.Load(), StatFailures: c.statFailures.Load(),
 	}
 	for _, p := range c.store.Profiles() {
 		st.Stored += p.Len()
@@ -228,5 +258,6 @@ func (c *Collector) Stats() Stats {
 // WorkloadTotals is Stats for the metrics (metrics.WorkloadSource).
 func (c *Collector) WorkloadTotals() metrics.WorkloadTotals {
 	s := c.Stats()
-	return metrics.WorkloadTotals{Captured: s.Captured, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt, Stored: s.Stored}
+	return metrics.WorkloadTotals{Captured: s.Captured, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt,
+		StatReads: s.StatReads, StatFailures: s.StatFailures, Stored: s.Stored}
 }

@@ -92,7 +92,10 @@ func NewProfile(database string, l Limits) *Profile {
 func (p *Profile) Database() string { return p.database }
 
 // Add learns one run of s by role at time at, then applies the bounds.
-func (p *Profile) Add(s Shape, role string, at time.Time) {
+func (p *Profile) Add(s Shape, role string, at time.Time) { p.AddRuns(s, role, at, 1) }
+
+// AddRuns learns n runs of s at once (pg_stat_statements' calls).
+func (p *Profile) AddRuns(s Shape, role string, at time.Time, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queries[s.Fingerprint]
@@ -100,26 +103,31 @@ func (p *Profile) Add(s Shape, role string, at time.Time) {
 		q = &Query{Shape: s, FirstSeen: at.UTC()}
 		p.queries[s.Fingerprint] = q
 	}
-	p.seenLocked(q, role, at)
+	p.seenLocked(q, role, at, n)
 }
 
 // Seen learns one more run of a fingerprint already held, as Add would,
 // and reports whether it was held: the worker then skips analysing a
 // statement whose shape it knows.
 func (p *Profile) Seen(fingerprint, role string, at time.Time) bool {
+	return p.SeenRuns(fingerprint, role, at, 1)
+}
+
+// SeenRuns is Seen for n runs.
+func (p *Profile) SeenRuns(fingerprint, role string, at time.Time, n int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queries[fingerprint]
 	if q == nil {
 		return false
 	}
-	p.seenLocked(q, role, at)
+	p.seenLocked(q, role, at, n)
 	return true
 }
 
-func (p *Profile) seenLocked(q *Query, role string, at time.Time) {
+func (p *Profile) seenLocked(q *Query, role string, at time.Time, n int64) {
 	at = at.UTC()
-	q.Count++
+	q.Count += n
 	if at.After(q.LastSeen) {
 		q.LastSeen = at
 	}

@@ -19,8 +19,9 @@ import (
 type Pair struct {
 	Question string
 	SQL      string
-	// Source: PairOperator (added by an operator) or PairAccepted (an ask
-	// that a user re-ran unchanged).
+	// Source: PairOperator (added by an operator), PairAccepted (an ask
+	// that a user re-ran unchanged) or PairWorkload (written by the model
+	// from a query the database runs).
 	Source string
 	// Role is who asked an accepted question: its pair is shown to that
 	// role only, since a question can carry what its asker may see and
@@ -33,6 +34,9 @@ type Pair struct {
 const (
 	PairOperator = "operator"
 	PairAccepted = "accepted"
+	// PairWorkload pairs are shown to every role that may read every
+	// relation and column their SQL names.
+	PairWorkload = "workload"
 )
 
 // PairStore remembers pairs per database. MemoryPairs keeps them in the

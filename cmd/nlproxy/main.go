@@ -146,8 +146,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer parts.Close()
-		if c := learn.Collector(); c != nil { // workload options: what is learnt feeds linking and prompts
+		if c := learn.Collector(); c != nil { // what is learnt feeds linking and prompts
 			parts.engine.Workload = learned.Store{Store: c.Store()}
+			parts.engine.WorkloadExamples = cfg.Workload.examples()
 		}
 		if cfg.Ops.CatalogStore != "" {
 			if err := parts.useStore(ctx, cfg.Ops.CatalogStore, time.Duration(cfg.Ops.CatalogStorePoll), cfg.Engine.EmbedModel, logger.Named("store")); err != nil {

@@ -319,6 +319,12 @@ func options() []option {
 		{Flag: "workload-queue", Env: env("WORKLOAD_QUEUE"), YAML: "workload.queue", Default: 1024,
 			Help:  "statements waiting to be learnt; when full, more are dropped, never waited for",
 			Field: func(c *Config) any { return &c.Workload.Queue }},
+		{Flag: "workload-stat-statements", Env: env("WORKLOAD_STAT_STATEMENTS"), YAML: "workload.stat_statements", DefaultDoc: "off",
+			Help:  "also learn from pg_stat_statements, read this often per database through the catalog role (the extension installed; the catalog role's own statements left out); 0 off",
+			Field: func(c *Config) any { return &c.Workload.StatStatements }},
+		{Flag: "workload-examples", Env: env("WORKLOAD_EXAMPLES"), YAML: "workload.examples", Default: engine.DefaultWorkloadExamples,
+			Help:  "model calls an ask in balanced or max may spend turning the workload queries it is offered into remembered question→SQL pairs (each query once); 0 none",
+			Field: func(c *Config) any { return &c.Workload.Examples }},
 	}
 }
 

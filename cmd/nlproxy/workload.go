@@ -35,10 +35,22 @@ type WorkloadConfig struct {
 	Sample float64
 	// Queue bounds the statements waiting to be learnt; more are dropped.
 	Queue int
+	// StatStatements, when not 0, is how often pg_stat_statements is read
+	// (through the catalog role) as a second source.
+	StatStatements Duration
+	// Examples is how many model calls an ask in balanced or max may spend
+	// turning workload queries into remembered pairs; 0 none.
+	Examples int
 }
 
 func (w WorkloadConfig) validate() error {
 	var errs []error
+	if w.StatStatements < 0 {
+		errs = append(errs, errors.New("workload-stat-statements must not be negative"))
+	}
+	if w.Examples < 0 {
+		errs = append(errs, errors.New("workload-examples must not be negative"))
+	}
 	if w.MaxQueries <= 0 || w.Queue <= 0 {
 		errs = append(errs, errors.New("workload-max-queries and workload-queue must be positive"))
 	}
@@ -52,6 +64,15 @@ func (w WorkloadConfig) validate() error {
 		errs = append(errs, fmt.Errorf("workload-deny: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// examples is Examples as the engine's field reads it (its 0 is the
+// default, negative none).
+func (w WorkloadConfig) examples() int {
+	if w.Examples == 0 {
+		return -1
+	}
+	return w.Examples
 }
 
 func (w WorkloadConfig) limits() workload.Limits {
@@ -81,8 +102,15 @@ func startWorkload(cfg Config, srv *proxy.Server, m *metrics.Metrics, logger *za
 		deny = regexp.MustCompile(w.Deny) // validated with the config
 	}
 	log := logger.Named("workload")
-	c := workload.NewCollector(workload.NewStore(cfg.Engine.DataDir, w.limits()),
-		workload.CollectorOptions{QueueSize: w.Queue, Sample: w.Sample, Deny: deny, Logger: log})
+	opts := workload.CollectorOptions{QueueSize: w.Queue, Sample: w.Sample, Deny: deny, Logger: log}
+	if w.StatStatements > 0 {
+		if connect, err := catalogConnector(cfg); err != nil {
+			log.Warn("pg_stat_statements not read: no catalog connection", zap.Error(err))
+		} else {
+			opts.Stats, opts.StatsEvery = workload.PgStatStatements{Connect: connect}, time.Duration(w.StatStatements)
+		}
+	}
+	c := workload.NewCollector(workload.NewStore(cfg.Engine.DataDir, w.limits()), opts)
 	srv.Observer = c
 	m.WatchWorkload(c)
 	ctx, cancel := context.WithCancel(context.Background())

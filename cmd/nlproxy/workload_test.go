@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +28,14 @@ func TestWorkloadOptions(t *testing.T) {
 		want    WorkloadConfig
 		wantErr string
 	}{
-		{name: "defaults: off", want: WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024}},
-		{name: "flags", args: []string{"--learn-workload", "--workload-max-queries", "50", "--workload-max-age", "48h", "--workload-deny", "(?i)payroll", "--workload-sample", "0.25", "--workload-queue", "64"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Sample: 0.25, Queue: 64}},
+		{name: "defaults: off", want: WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024, Examples: 1}},
+		{name: "flags", args: []string{"--learn-workload", "--workload-max-queries", "50", "--workload-max-age", "48h", "--workload-deny", "(?i)payroll", "--workload-sample", "0.25", "--workload-queue", "64",
+			"--workload-stat-statements", "2m", "--workload-examples", "0"},
+			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Sample: 0.25, Queue: 64, StatStatements: Duration(2 * time.Minute)}},
 		{name: "environment, a flag wins", args: []string{"--workload-queue", "8"},
 			env:  map[string]string{"NLPROXY_LEARN_WORKLOAD": "true", "NLPROXY_WORKLOAD_MAX_QUERIES": "7", "NLPROXY_WORKLOAD_MAX_AGE": "0s", "NLPROXY_WORKLOAD_DENY": "x", "NLPROXY_WORKLOAD_SAMPLE": "0.5", "NLPROXY_WORKLOAD_QUEUE": "99"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Sample: 0.5, Queue: 8}},
+			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Sample: 0.5, Queue: 8, Examples: 1}},
+		{name: "negative examples", args: []string{"--workload-examples", "-1"}, wantErr: "workload-examples"},
 		{name: "bad deny pattern", args: []string{"--workload-deny", "("}, wantErr: "workload-deny"},
 		{name: "sample out of range", args: []string{"--workload-sample", "0"}, wantErr: "workload-sample"},
 		{name: "bad environment", env: map[string]string{"NLPROXY_WORKLOAD_QUEUE": "many"}, wantErr: "NLPROXY_WORKLOAD_QUEUE"},
@@ -158,5 +161,115 @@ func TestServeLearnsWorkload(t *testing.T) {
 	}
 	if err := run(ctx, []string{"workload", "show", "--data-dir", dir, "--database", "nosuch"}, &out, &errb); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("show of an unknown database: %v", err)
+	}
+}
+
+// TestServeReadsStatStatements: with --workload-stat-statements, serve
+// learns what another role ran on the server directly (not through the
+// proxy) from pg_stat_statements, with its role and calls.
+func TestServeReadsStatStatements(t *testing.T) {
+	bin, err := pgtest.FindBinDir()
+	if err != nil {
+		t.Skipf("no PostgreSQL server binaries: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
+		t.Skipf("pg_stat_statements is not shipped with the server in %s: %v", bin, err)
+	}
+	pg := pgtest.New(t, pgtest.Options{AuthMethod: "trust", Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
+	ctx := context.Background()
+	app := pgtest.UniqueName(t, "app")
+	if err := pg.Exec(ctx, "postgres", `CREATE EXTENSION pg_stat_statements;
+		CREATE TABLE parcel (id int PRIMARY KEY, depot text NOT NULL);
+		CREATE ROLE `+app+` LOGIN; GRANT SELECT ON parcel TO `+app); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	logR, logW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(sctx, []string{"serve", "--listen", "127.0.0.1:0", "--upstream", pg.URL(pgtest.Superuser, "", "postgres"),
+			"--no-engine", "--learn-workload", "--workload-stat-statements", "20ms", "--data-dir", dir, "--log-format", "json"}, io.Discard, logW)
+		logW.Close()
+	}()
+	var addr string
+	sc := bufio.NewScanner(logR)
+	for addr == "" && sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "nlproxy listening" {
+			addr, _ = m["addr"].(string)
+		}
+	}
+	go io.Copy(io.Discard, logR) //nolint:errcheck // keep draining until serve ends
+	if addr == "" {
+		t.Fatalf("serve ended without listening: %v", <-done)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang guard only
+	defer cancel()
+	// One statement through the proxy gives the database a profile, which
+	// is what the reader reads for.
+	proxied, err := pgx.Connect(cctx, fmt.Sprintf("postgres://%s@%s/postgres?sslmode=disable", pgtest.Superuser, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proxied.Exec(cctx, "SELECT count(*) FROM parcel"); err != nil {
+		t.Fatal(err)
+	}
+	proxied.Close(cctx)
+	direct, err := pgx.Connect(cctx, pg.URL(app, "", "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if _, err := direct.Exec(cctx, "SELECT id FROM parcel WHERE depot = 'Rotterdam-7'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	direct.Close(cctx)
+	// The reader's own statement, counted by the server: once it has run
+	// three times after the app's, the worker has taken the read holding
+	// them (the reader hands a read over before it starts the next one).
+	reads := func() int64 {
+		var n int64
+		c, err := pg.Connect(cctx, "postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(cctx)
+		if err := c.QueryRow(cctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE '%pg_stat_statements s JOIN pg_roles%' AND query NOT LIKE '%coalesce%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := reads()
+	for reads() < before+3 {
+		if cctx.Err() != nil {
+			t.Fatal("pg_stat_statements was not read three times in a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	p, err := workload.ReadProfile(dir, "postgres", workload.Limits{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, q := range p.Queries() {
+		if strings.Contains(q.Text, "depot = $1") {
+			found = true
+			if q.Count != 4 || len(q.Roles) != 1 || q.Roles[0] != app {
+				t.Errorf("learnt %s: count %d, roles %v; want 4 runs by %s", q.Text, q.Count, q.Roles, app)
+			}
+		}
+		if strings.Contains(q.Text, "Rotterdam") {
+			t.Errorf("a literal was stored: %s", q.Text)
+		}
+	}
+	if !found {
+		t.Errorf("the app's statement was not learnt: %+v", p.Queries())
 	}
 }

@@ -43,9 +43,12 @@ func Learned(p *workload.Profile) *engine.Learned {
 	col := func(c workload.Col) engine.ColumnRef { return engine.ColumnRef{Relation: rel(c.Rel), Column: c.Name} }
 	l := &engine.Learned{}
 	for _, q := range p.Queries() {
-		lq := engine.LearnedQuery{SQL: q.Text, Count: int(q.Count)}
+		lq := engine.LearnedQuery{Fingerprint: q.Fingerprint, SQL: q.Text, Count: int(q.Count)}
 		for _, r := range q.Relations {
 			lq.Relations = append(lq.Relations, rel(r))
+		}
+		for _, c := range q.Filtered {
+			lq.Filtered = append(lq.Filtered, col(c))
 		}
 		l.Queries = append(l.Queries, lq)
 	}

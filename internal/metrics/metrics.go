@@ -270,6 +270,9 @@ type WorkloadTotals struct {
 	// learnt from (deny pattern; pg_query could not parse them; not a
 	// SELECT). Learnt were added to a profile.
 	Captured, Dropped, Denied, Unparsable, Skipped, Learnt uint64
+	// StatReads and StatFailures count reads of pg_stat_statements that
+	// succeeded and failed (extension missing or not readable).
+	StatReads, StatFailures uint64
 	// Stored is the fingerprints held now, over all databases.
 	Stored int
 }
@@ -290,6 +293,8 @@ func (m *Metrics) WatchWorkload(src WorkloadSource) {
 var (
 	descWorkloadStatements = prometheus.NewDesc(ns+"_workload_statements_total",
 		"Relayed statements seen by workload learning, by outcome: captured (queued), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.", []string{"outcome"}, nil)
+	descWorkloadStatReads = prometheus.NewDesc(ns+"_workload_stat_statements_reads_total",
+		"Reads of pg_stat_statements by workload learning (--workload-stat-statements), by outcome: ok, failed (extension missing or not readable).", []string{"outcome"}, nil)
 	descWorkloadStored = prometheus.NewDesc(ns+"_workload_fingerprints",
 		"Statement fingerprints held by workload learning, over all databases.", nil, nil)
 )
@@ -298,6 +303,7 @@ type workloadCollector struct{ src WorkloadSource }
 
 func (c *workloadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descWorkloadStatements
+	ch <- descWorkloadStatReads
 	ch <- descWorkloadStored
 }
 
@@ -309,5 +315,7 @@ func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"captured", t.Captured}, {"dropped", t.Dropped}, {"denied", t.Denied}, {"unparsable", t.Unparsable}, {"skipped", t.Skipped}, {"learnt", t.Learnt}} {
 		ch <- prometheus.MustNewConstMetric(descWorkloadStatements, prometheus.CounterValue, float64(o.n), o.name)
 	}
+	ch <- prometheus.MustNewConstMetric(descWorkloadStatReads, prometheus.CounterValue, float64(t.StatReads), "ok")
+	ch <- prometheus.MustNewConstMetric(descWorkloadStatReads, prometheus.CounterValue, float64(t.StatFailures), "failed")
 	ch <- prometheus.MustNewConstMetric(descWorkloadStored, prometheus.GaugeValue, float64(t.Stored))
 }
