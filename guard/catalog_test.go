@@ -1,37 +1,19 @@
 package guard
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
-// builtins is PostgreSQL 15's pg_catalog function volatility, read from the
-// golden file that TestPostgres checks against (and with -update writes
-// from) a real server.
+// builtins is the reviewed pg_catalog function list (PostgreSQL 15) as a
+// Catalog, so unit tests judge calls as against a real 15.x server.
 func builtins(t testing.TB) Builtins {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "pg_catalog_functions.golden"))
-	if err != nil {
-		t.Fatalf("%v (run the PostgreSQL test with -update to create it)", err)
-	}
-	defer f.Close()
 	b := Builtins{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		name, vol, ok := strings.Cut(sc.Text(), " ")
-		if !ok || len(vol) != 1 {
-			t.Fatalf("bad line %q", sc.Text())
-		}
-		b[name] = vol[0]
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for name, vol := range reviewedBuiltins() {
+		b[name] = vol
 	}
 	if len(b) < 1000 {
-		t.Fatalf("only %d functions in the golden file", len(b))
+		t.Fatalf("only %d functions on the reviewed list", len(b))
 	}
 	return b
 }
@@ -42,4 +24,30 @@ func withCatalog(t testing.TB, opts Options) Options {
 		opts.Catalog = builtins(t)
 	}
 	return opts
+}
+
+// TestUnreviewedBuiltinRefused: a pg_catalog function the server has but the
+// reviewed list lacks is refused whatever its volatility, unless an
+// operator allows it by name.
+func TestUnreviewedBuiltinRefused(t *testing.T) {
+	cat := builtins(t)
+	cat["nlproxy_future_builtin"] = Immutable // what a newer minor release might add
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"unreviewed immutable", Options{Catalog: cat}, false},
+		{"allowed by name", Options{Catalog: cat, AllowFunctions: []string{"nlproxy_future_builtin"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Check("SELECT nlproxy_future_builtin(1)", tc.opts)
+			if (err == nil) != tc.want {
+				t.Fatalf("Check = %v, want accepted=%v", err, tc.want)
+			}
+		})
+	}
+	if _, err := Check("SELECT lower('A')", Options{Catalog: cat}); err != nil {
+		t.Fatalf("a reviewed built-in was refused: %v", err)
+	}
 }

@@ -1,10 +1,35 @@
 package guard
 
 import (
+	_ "embed"
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 )
+
+// reviewedBuiltinsText lists, one "name volatility" a line, the pg_catalog
+// functions whose names the guard's rules (deny list, volatility,
+// harmlessVolatile) were reviewed against. A built-in a newer server adds is
+// not on it and is refused until reviewed: a minor release can add a
+// function (15.20 added binary_upgrade_set_next_attribute_versions), and
+// the guard must not allow what nobody has looked at.
+//
+//go:embed reviewed_builtins.txt
+var reviewedBuiltinsText string
+
+// reviewedBuiltins returns the reviewed pg_catalog functions: name →
+// volatility at review time.
+var reviewedBuiltins = sync.OnceValue(func() map[string]byte {
+	m := map[string]byte{}
+	for _, line := range strings.Split(reviewedBuiltinsText, "\n") {
+		name, vol, ok := strings.Cut(line, " ")
+		if ok && len(vol) == 1 {
+			m[name] = vol[0]
+		}
+	}
+	return m
+})
 
 // Volatility of a function as pg_proc.provolatile spells it.
 const (
@@ -122,10 +147,18 @@ func judgeFunction(parts []string, opts *Options, deny []string) funcVerdict {
 		return funcVerdict{} // an operator-allowed function found through search_path
 	case !ok:
 		return funcVerdict{reason: fmt.Sprintf("function %s is not a built-in function; an operator can allow it by name", written)}
+	case !allowed && !harmlessVolatile[name] && !reviewed(name):
+		return funcVerdict{reason: fmt.Sprintf("function %s is a built-in this nlproxy has not reviewed (newer than its list); an operator can allow it by name", written)}
 	case vol == Volatile && !harmlessVolatile[name] && !allowed:
 		return funcVerdict{reason: fmt.Sprintf("function %s is volatile (it may change state)", written)}
 	}
 	return funcVerdict{builtin: true}
+}
+
+// reviewed reports whether name is on the reviewed list.
+func reviewed(name string) bool {
+	_, ok := reviewedBuiltins()[name]
+	return ok
 }
 
 // allowed reports whether an operator allowed the function by name.

@@ -38,3 +38,7 @@ func CheckFile(t testing.TB, path, got string) {
 		t.Errorf("%s differs from the output below; if the change is intended, run go test with -update and review the diff:\n%s", path, got)
 	}
 }
+
+// Updating reports whether the test binary runs with -update, for tests that
+// rewrite a file by other rules than an exact comparison.
+func Updating() bool { return *update }
