@@ -48,7 +48,7 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 	}
 	body := hdr[5:]
 	name := ""
-	if typ == 'P' {
+	if typ == feParse {
 		var rest []byte
 		var ok bool
 		if name, rest, ok = cstring(body); !ok {
@@ -66,7 +66,7 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 	start := time.Now()
 	var tail []byte
-	if typ == 'Q' {
+	if typ == feQuery {
 		if _, err := s.cl.cr.Discard(5 + n); err != nil {
 			return true, err
 		}
@@ -82,18 +82,17 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 	ok, err := s.settleBatch()
 	if errors.Is(err, errCopyIn) {
 		// The server fails the COPY on any Query or Parse: send it one.
-		if typ == 'Q' {
-			return true, s.passMarker('Q', queryMsg(sentinelSQL))
+		if typ == feQuery {
+			return true, s.passMarker(feQuery, queryMsg(sentinelSQL))
 		}
-		return true, s.passMarker('P', parseMsg(name, sentinelSQL, tail))
+		return true, s.passMarker(feParse, parseMsg(name, sentinelSQL, tail))
 	}
 	if err != nil || !ok {
 		return true, err
 	}
-	if typ == 'Q' {
+	if typ == feQuery {
 		return true, s.failQuery(perr)
 	}
-	s.cl.batchOpen = true
 	return true, s.failParse(name, tail, perr)
 }
 

@@ -542,13 +542,11 @@ func (l *eventLoop) parse(ls *loopSess, side int) bool {
 		k := min(5+n, len(b))
 		pp.p += k
 		pp.rem = 5 + n - k
-		if typ == 'X' && side == 0 {
+		if side == 0 && typ == feTerminate {
 			return l.finish(ls, loopTerminate, nil)
 		}
-		if side == 1 && typ == 'Z' {
-			if ls.drainAfterZ {
-				return l.finish(ls, loopDrained, nil)
-			}
+		if side == 1 && typ == beReadyForQuery && ls.drainAfterZ {
+			return l.finish(ls, loopDrained, nil)
 		}
 	}
 }
@@ -563,18 +561,21 @@ func whole(pp *pipe, b []byte, n int) (complete, tooLarge bool) {
 }
 
 // clientMsg handles one client message header at b: ok false if the session
-// left the loop, wait if more bytes must arrive first. Side effects happen
-// only once the message can be passed on.
+// left the loop, wait if more bytes must arrive first. What the message does
+// to the session is onClient's, called once the message can be passed on;
+// here is only what the loop cannot carry (an ask, a message too large to
+// hold, a protocol error), which goes to the goroutine relay.
 func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait bool) {
 	s, pp := ls.s, &ls.c
 	if n < 0 || n > s.maxMsg {
 		return l.finish(ls, loopHandoff, nil), false // the goroutine relay answers 08P01
 	}
+	var body []byte // whole, for onClient
 	switch typ {
-	case 'Q', 'P':
-		// Judged whole, as the goroutine relay judges it (mightAsk, then
-		// queryAsk or parseAsk): an ask goes to the goroutine relay, which
-		// answers asks; so does a message it would answer an error to.
+	case feQuery, feParse, feTerminate:
+		// A Query or Parse is judged whole, as the goroutine relay judges
+		// it (mightAsk, then queryAsk or parseAsk); a Terminate is the
+		// last thing passed on.
 		complete, tooLarge := whole(pp, b, n)
 		if tooLarge {
 			return l.finish(ls, loopHandoff, nil), false
@@ -582,57 +583,43 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if !complete {
 			return true, true
 		}
-		body := b[5 : 5+n]
-		if typ == 'Q' {
-			if n == 0 || body[n-1] != 0 {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			if mightAsk('Q', body, true) {
-				if _, m, err := s.queryAsk(body[:n-1]); err != nil || m.Kind != MarkerNone {
-					return l.finish(ls, loopHandoff, nil), false
-				}
-			}
-			s.sent()
-			s.cl.batchOpen = false
-			break
+		body = b[5 : 5+n]
+		if typ != feTerminate && s.loopAsks(typ, body) {
+			return l.finish(ls, loopHandoff, nil), false
 		}
-		if mightAsk('P', body, true) {
-			if _, m, _, err := s.parseAsk(body); err != nil || m.Kind != MarkerNone {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-		}
-		s.cl.batchOpen = true
-	case 'S', 'F':
-		s.sent()
-		s.cl.batchOpen = false
-	case 'X':
-		if len(b) < 5+n {
-			if _, tooLarge := whole(pp, b, n); tooLarge {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			return true, true
-		}
-		// As terminate: closing first, so the upstream's close is not
-		// reported as a lost connection.
-		s.sh.setClosing()
-	case 'H', 'd', 'c', 'f':
-	default:
-		s.cl.batchOpen = true
 	}
-	if typ == 'Q' || typ == 'P' {
-		s.observe(typ, b[5:5+n]) // whole and plain: the cases above handed off or waited otherwise
-	}
+	s.onClient(typ, body)
 	return true, false
 }
 
-// serverMsg is clientMsg for an upstream message (serverLoop's untracked cases).
+// loopAsks reports whether a whole Query or Parse must go to the goroutine
+// relay: an ask, or a message it would answer an error to.
+func (s *session) loopAsks(typ byte, body []byte) bool {
+	if typ == feQuery && (len(body) == 0 || body[len(body)-1] != 0) {
+		return true
+	}
+	if !mightAsk(typ, body, true) {
+		return false
+	}
+	if typ == feQuery {
+		_, m, err := s.queryAsk(body[:len(body)-1])
+		return err != nil || m.Kind != MarkerNone
+	}
+	_, m, _, err := s.parseAsk(body)
+	return err != nil || m.Kind != MarkerNone
+}
+
+// serverMsg is clientMsg for an upstream message: onServer's, with the
+// message read as far as serverInspects asks.
 func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait bool) {
 	s, pp := ls.s, &ls.u
 	if n < 0 {
 		return l.finish(ls, loopUpstreamLost, fmt.Errorf("%w: invalid message length from upstream", ErrProtocol)), false
 	}
-	switch typ {
-	case 'Z':
+	if !s.serverChanges(typ) {
+		return true, false
+	}
+	if typ == beReadyForQuery {
 		if len(b) < 6 {
 			return true, true
 		}
@@ -642,9 +629,9 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if s.sig.swallowZ.Load() > 0 || s.sig.tracked.Load() {
 			return l.finish(ls, loopHandoff, nil), false // the ask path's; never on the loop
 		}
-		s.sv.skipping = false
-		ls.drainAfterZ = s.noteReady(b[5])
-	case 'E':
+	}
+	var body []byte
+	if s.serverInspects(typ, n) {
 		complete, tooLarge := whole(pp, b, n)
 		if tooLarge {
 			return l.finish(ls, loopHandoff, nil), false
@@ -652,30 +639,10 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		if !complete {
 			return true, true
 		}
-		s.sv.errInUnit = true
-		if fatalSeverity(b[5 : 5+n]) {
-			s.sv.upstreamFatal = true
-		}
-	case 'G', 'W':
-		s.sh.noteCopyIn(true)
-	case 'S':
-		if n <= maxInspected {
-			complete, tooLarge := whole(pp, b, n)
-			if tooLarge {
-				return l.finish(ls, loopHandoff, nil), false
-			}
-			if !complete {
-				return true, true
-			}
-			s.noteParameter(b[5 : 5+n])
-		}
-	case 'C':
-		if s.srv.OnDDL != nil && n <= 256 {
-			if len(b) < 5+n {
-				return true, true
-			}
-			s.noteTag(b[5 : 5+n])
-		}
+		body = b[5 : 5+n]
+	}
+	if s.onServer(typ, body) {
+		ls.drainAfterZ = true
 	}
 	return true, false
 }

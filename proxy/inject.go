@@ -33,7 +33,7 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 		out := s.rowDescription(st.rows, nil)
 		out = append(out, s.dataRows(st.rows, 0, len(st.rows.Rows))...)
 		out = append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", len(st.rows.Rows))})...)
-		out = append(out, 'Z', 0, 0, 0, 5, tx)
+		out = append(out, beReadyForQuery, 0, 0, 0, 5, tx)
 		return s.sendClient(out)
 	}
 	scope, err := sealed.RunScope(pg.TxStatus(tx), st.timeout)
@@ -42,9 +42,9 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 	}
 	s.cl.batchOpen = false
 	delete(s.cl.portals, "")
-	drop := expect{msg: 'C', act: actDrop}
-	s.send(drop, closeMsg('P', ""))
-	s.send(drop, closeMsg('S', ""))
+	drop := expect{msg: feClose, act: actDrop}
+	s.send(drop, closeMsg(objPortal, ""))
+	s.send(drop, closeMsg(objStatement, ""))
 	s.injectAll(scope.Enter, nil)
 	s.injectStatement(st.stmt, actRelay, nil, 0)
 	s.injectAll(scope.Exit, nil)
@@ -58,8 +58,8 @@ func (s *session) answerQuery(tx byte, st *askStmt) error {
 // Sync) leaves the statement to dropOwn.
 func (s *session) prepareOwn(st *askStmt) {
 	drop := expect{act: actDrop}
-	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
-	s.send(withMsg(drop, 'P'), parseMsg(ownName, st.stmt.SQL(), st.tail))
+	s.send(withMsg(drop, feClose), closeMsg(objStatement, ownName))
+	s.send(withMsg(drop, feParse), parseMsg(ownName, st.stmt.SQL(), st.tail))
 	s.cl.ownLive = true
 }
 
@@ -69,13 +69,13 @@ func (s *session) bindOwn(p *askPortal) {
 	s.prepareOwn(p.stmt)
 	b := *p.bind
 	b.DestinationPortal, b.PreparedStatement = ownName, ownName
-	s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName)) // a scope statement's
-	s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+	s.send(expect{msg: feClose, act: actDrop}, closeMsg(objPortal, ownName)) // a scope statement's
+	s.send(expect{msg: feBind, act: actDrop}, mustEncode(&b))
 	s.closeOwn()
 }
 
 func (s *session) closeOwn() {
-	s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ownName))
+	s.send(expect{msg: feClose, act: actDrop}, closeMsg(objStatement, ownName))
 }
 
 // dropOwn closes the proxy's own statement and portal after a batch that
@@ -87,11 +87,11 @@ func (s *session) dropOwn() {
 		return
 	}
 	s.cl.ownLive = false
-	drop := expect{msg: 'C', act: actDrop}
-	s.send(drop, closeMsg('P', ownName))
-	s.send(drop, closeMsg('S', ownName))
-	s.replies.push(expect{msg: 'S', act: actDrop})
-	s.sent()
+	drop := expect{msg: feClose, act: actDrop}
+	s.send(drop, closeMsg(objPortal, ownName))
+	s.send(drop, closeMsg(objStatement, ownName))
+	s.replies.push(expect{msg: feSync, act: actDrop})
+	s.sh.sent() // the proxy's own Sync: the client's batch stays as it is
 	_, _ = s.cl.uw.Write(syncMsg)
 }
 
@@ -109,11 +109,11 @@ func (s *session) injectAll(sqls []string, k *sink) {
 func (s *session) inject(sql string, k *sink) {
 	s.cl.ownLive = true
 	drop := expect{act: actDrop, sink: k}
-	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
-	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
-	s.send(withMsg(drop, 'P'), parseMsg(ownName, sql, []byte{0, 0}))
-	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
-	s.send(withMsg(drop, 'E'), executeMsg(ownName, 0))
+	s.send(withMsg(drop, feClose), closeMsg(objPortal, ownName))
+	s.send(withMsg(drop, feClose), closeMsg(objStatement, ownName))
+	s.send(withMsg(drop, feParse), parseMsg(ownName, sql, []byte{0, 0}))
+	s.send(withMsg(drop, feBind), bindMsg(ownName, ownName))
+	s.send(withMsg(drop, feExecute), executeMsg(ownName, 0))
 }
 
 // injectStatement sends a sealed statement — the only way generated SQL
@@ -122,18 +122,18 @@ func (s *session) inject(sql string, k *sink) {
 func (s *session) injectStatement(stmt sealed.Statement, act replyAct, k *sink, maxRows int) {
 	s.cl.ownLive = true
 	drop := expect{act: actDrop, sink: k}
-	s.send(withMsg(drop, 'C'), closeMsg('P', ownName))
-	s.send(withMsg(drop, 'C'), closeMsg('S', ownName))
-	s.send(withMsg(drop, 'P'), parseMsg(ownName, stmt.SQL(), []byte{0, 0}))
-	s.send(withMsg(drop, 'B'), bindMsg(ownName, ownName))
-	s.send(expect{msg: 'D', act: act, sink: k}, describeMsg('P', ownName))
-	s.send(expect{msg: 'E', act: act, sink: k}, executeMsg(ownName, maxRows))
+	s.send(withMsg(drop, feClose), closeMsg(objPortal, ownName))
+	s.send(withMsg(drop, feClose), closeMsg(objStatement, ownName))
+	s.send(withMsg(drop, feParse), parseMsg(ownName, stmt.SQL(), []byte{0, 0}))
+	s.send(withMsg(drop, feBind), bindMsg(ownName, ownName))
+	s.send(expect{msg: feDescribe, act: act, sink: k}, describeMsg(objPortal, ownName))
+	s.send(expect{msg: feExecute, act: act, sink: k}, executeMsg(ownName, maxRows))
 }
 
 // sync ends a batch of the proxy's.
 func (s *session) sync(act replyAct, k *sink) {
-	s.replies.push(expect{msg: 'S', act: act, sink: k})
-	s.sent()
+	s.replies.push(expect{msg: feSync, act: act, sink: k})
+	s.sh.sent() // the proxy's own Sync: the client's batch stays as it is
 	_, _ = s.cl.uw.Write(syncMsg)
 	s.dropOwn()
 }

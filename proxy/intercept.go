@@ -23,12 +23,11 @@ func (s *session) clientQuery(n int) error {
 	if err != nil {
 		return err
 	}
-	if !mightAsk('Q', body, complete) {
-		if complete {
-			s.observe('Q', body)
+	if !mightAsk(feQuery, body, complete) {
+		if !complete {
+			body = nil
 		}
-		s.sent()
-		s.cl.batchOpen = false
+		s.onClient(feQuery, body)
 		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	msg, err := s.readQuery(n)
@@ -40,9 +39,7 @@ func (s *session) clientQuery(n int) error {
 	case err != nil:
 		return err
 	case m.Kind == MarkerNone:
-		s.observe('Q', msg[5:])
-		s.sent()
-		s.cl.batchOpen = false
+		s.onClient(feQuery, msg[5:])
 		_, err := s.cl.uw.Write(msg)
 		return err
 	case prefix != "":
@@ -57,11 +54,11 @@ func (s *session) clientParse(n int) error {
 	if err != nil {
 		return err
 	}
-	if !mightAsk('P', body, complete) {
-		if complete {
-			s.observe('P', body)
+	if !mightAsk(feParse, body, complete) {
+		if !complete {
+			body = nil
 		}
-		s.cl.batchOpen = true
+		s.onClient(feParse, body)
 		return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	msg, err := s.readMsg(n)
@@ -73,8 +70,7 @@ func (s *session) clientParse(n int) error {
 		return err
 	}
 	if m.Kind == MarkerNone {
-		s.observe('P', msg[5:])
-		s.cl.batchOpen = true
+		s.onClient(feParse, msg[5:])
 		_, err := s.cl.uw.Write(msg)
 		return err
 	}
@@ -182,7 +178,7 @@ func (s *session) parseMarker(text []byte) (Marker, error) {
 func (s *session) askQuery(m Marker, msg []byte) error {
 	ok, err := s.settleBatch()
 	if errors.Is(err, errCopyIn) {
-		return s.passMarker('Q', msg)
+		return s.passMarker(feQuery, msg)
 	}
 	if err != nil || !ok {
 		return err
@@ -205,14 +201,13 @@ func (s *session) askQuery(m Marker, msg []byte) error {
 func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
 	ok, err := s.settleBatch()
 	if errors.Is(err, errCopyIn) {
-		return s.passMarker('Q', msg)
+		return s.passMarker(feQuery, msg)
 	}
 	if err != nil || !ok {
 		return err
 	}
-	s.replies.push(expect{msg: 'Q', act: actRelayBody})
-	s.sent()
-	s.cl.batchOpen = false
+	s.replies.push(expect{msg: feQuery, act: actRelayBody})
+	s.onClient(feQuery, nil)
 	if _, err := s.cl.uw.Write(queryMsg(prefix)); err != nil {
 		return err
 	}
@@ -223,7 +218,7 @@ func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
 		return err
 	}
 	if s.sh.unitFailed() {
-		return s.sendClient([]byte{'Z', 0, 0, 0, 5, s.sh.tx()})
+		return s.sendClient([]byte{beReadyForQuery, 0, 0, 0, 5, s.sh.tx()})
 	}
 	return s.askQuery(m, msg)
 }
@@ -234,17 +229,16 @@ func (s *session) askQueryAfter(prefix string, m Marker, msg []byte) error {
 // trackedBind).
 func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error {
 	if name != "" && s.cl.stmts[name] != nil {
-		s.cl.batchOpen = true
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
 	ok, err := s.settleBatch()
 	if errors.Is(err, errCopyIn) {
-		return s.passMarker('P', msg)
+		return s.passMarker(feParse, msg)
 	}
 	if err != nil || !ok {
 		return err
 	}
-	s.cl.batchOpen = true
+	s.onClient(feParse, nil)
 	if name != "" {
 		if perr, err := s.nameTaken(name); err != nil || perr != nil {
 			if err != nil {
@@ -262,7 +256,7 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 	}
 	if name == "" {
 		// The client's unnamed statement upstream is replaced, as by a Parse.
-		s.send(expect{msg: 'C', act: actDrop}, closeMsg('S', ""))
+		s.send(expect{msg: feClose, act: actDrop}, closeMsg(objStatement, ""))
 	}
 	s.cl.stmts[name] = &askStmt{stmt: tr.Statement, tail: append([]byte(nil), tail...), timeout: tr.Timeout, rows: tr.Rows}
 	return s.placeholderReply(mustEncode(&pgproto3.ParseComplete{}))
@@ -275,8 +269,8 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 // own Parse would.
 func (s *session) nameTaken(name string) (*PgError, error) {
 	k := newSink(pg.Limits{})
-	s.send(expect{msg: 'P', act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
-	s.send(expect{msg: 'C', act: actDrop, sink: k}, closeMsg('S', name))
+	s.send(expect{msg: feParse, act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
+	s.send(expect{msg: feClose, act: actDrop, sink: k}, closeMsg(objStatement, name))
 	s.sync(actDrop, k)
 	if err := s.cl.uw.Flush(); err != nil {
 		return nil, err

@@ -14,10 +14,10 @@ import (
 )
 
 // serverLoop relays upstream → client. Untracked (no ask in play) it
-// forwards runs of messages with one write and inspects only
-// ReadyForQuery, ErrorResponse, ParameterStatus and (for DDL refresh)
-// CommandComplete; tracked, every message is attributed to the request that
-// caused it (see replies.go).
+// forwards runs of messages with one write and inspects only the messages
+// that change the session's state (serverChanges); tracked, every message is
+// attributed to the request that caused it (see replies.go). Either way
+// onServer says what a message does to the session.
 func (s *session) serverLoop() {
 	locked := false
 	var msgs uint64 // relayed since the last flush (metrics)
@@ -51,107 +51,99 @@ func (s *session) serverLoop() {
 		}
 		typ := hdr[0]
 		n := int(int32(binary.BigEndian.Uint32(hdr[1:]))) - 4
-		if n < 0 {
-			s.upstreamLost(locked, fmt.Errorf("%w: invalid message length from upstream", ErrProtocol))
+		msgs++
+		var stop bool
+		switch {
+		case n < 0:
+			err = fmt.Errorf("%w: invalid message length from upstream", ErrProtocol)
+		case s.sig.tracked.Load():
+			stop, err = s.trackedReply(typ, n)
+		default:
+			var more int
+			more, stop, err = s.plainReply(typ, n)
+			msgs += uint64(more)
+		}
+		if err != nil {
+			s.upstreamLost(locked, err)
 			return
 		}
-		msgs++
-		if s.sig.tracked.Load() {
-			stop, err := s.trackedReply(typ, n)
-			if err != nil {
-				s.upstreamLost(locked, err)
-				return
-			}
-			if stop {
-				return
-			}
-			continue
-		}
-		// Fast path: pass every complete message in the read buffer that
-		// needs no inspection with a single write.
-		if span, k := s.plainSpan(); span > 0 {
-			msgs += uint64(k) - 1 // the first was counted above
-			b, _ := s.sv.ur.Peek(span)
-			if _, err := s.cw.Write(b); err != nil {
-				s.close()
-				return
-			}
-			_, _ = s.sv.ur.Discard(span)
-			continue
-		}
-		switch typ {
-		case 'Z':
-			b, err := s.sv.ur.Peek(6)
-			if err != nil || n != 1 {
-				s.upstreamLost(locked, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol))
-				return
-			}
-			status := b[5]
-			s.sv.skipping = false
-			if s.sig.swallowZ.Load() > 0 {
-				// The Sync the proxy sent to end a client's batch before an
-				// ask (see split); the client did not ask for it.
-				s.sig.swallowZ.Add(-1)
-				s.noteReady(status)
-				_, _ = s.sv.ur.Discard(6)
-				continue
-			}
-			drain := s.noteReady(status)
-			if err := relayN(s.sv.ur, s.cw.Writer, 6, s.cw.Flush); err != nil {
-				s.close()
-				return
-			}
-			if drain {
-				_, _ = s.cw.Write(encodeError(shutdownError()))
-				_ = s.cw.Flush()
-				s.close()
-				return
-			}
-			continue
-		case 'E':
-			s.sv.errInUnit = true
-			if b, err := s.sv.ur.Peek(min(5+n, s.sv.ur.Size())); err == nil && fatalSeverity(b[5:]) {
-				s.sv.upstreamFatal = true // Postgres said why it closes; don't add our own error
-			}
-		case 'G', 'W':
-			s.sh.noteCopyIn(true)
-		case 'S':
-			if err := s.relayParameterStatus(n); err != nil {
-				s.upstreamLost(locked, err)
-				return
-			}
-			continue
-		case 'C':
-			if s.srv.OnDDL != nil && n <= 256 {
-				if b, err := s.sv.ur.Peek(5 + n); err == nil {
-					s.noteTag(b[5:])
-				}
-			}
-		}
-		if err := relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush); err != nil {
-			s.close()
+		if stop {
 			return
 		}
 	}
 }
 
-// plainSpan returns the length of the run of complete, uninspected messages
-// at the start of the upstream read buffer, and how many messages it holds.
+// plainReply relays untracked: every complete message at the head of the
+// read buffer that changes nothing with one write (more counts those past
+// the first), else the one message typ (body length n) through onServer.
+// stop reports that the session was closed; err that the upstream broke.
+func (s *session) plainReply(typ byte, n int) (more int, stop bool, err error) {
+	if span, k := s.plainSpan(); span > 0 {
+		b, _ := s.sv.ur.Peek(span)
+		if _, err := s.cw.Write(b); err != nil {
+			s.close()
+			return 0, true, nil
+		}
+		_, _ = s.sv.ur.Discard(span)
+		return k - 1, false, nil
+	}
+	switch {
+	case typ == beReadyForQuery && s.sig.swallowZ.Load() > 0:
+		// The Sync the proxy sent to end a client's batch before an ask
+		// (see settleBatch); the client did not ask for it.
+		status, err := s.readStatus(n)
+		if err != nil {
+			return 0, false, err
+		}
+		s.sig.swallowZ.Add(-1)
+		s.onServer(typ, []byte{status})
+		return 0, false, nil
+	case typ == beReadyForQuery && n != 1:
+		return 0, false, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
+	case typ == beParameterStatus:
+		return 0, false, s.relayWhole(typ, n)
+	}
+	var body []byte
+	if s.serverInspects(typ, n) {
+		// An ErrorResponse may be longer than the buffer: its prefix.
+		if b, err := s.sv.ur.Peek(min(5+n, s.sv.ur.Size())); err == nil {
+			body = b[5:]
+		} else if typ == beReadyForQuery {
+			return 0, false, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
+		}
+	}
+	drain := false
+	if s.serverChanges(typ) {
+		drain = s.onServer(typ, body)
+	}
+	if err := relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush); err != nil {
+		s.close()
+		return 0, true, nil
+	}
+	if drain {
+		s.drainClose()
+		return 0, true, nil
+	}
+	return 0, false, nil
+}
+
+// drainClose ends a session that the server's draining left idle, after
+// the ReadyForQuery that made it so (cw held).
+func (s *session) drainClose() {
+	_, _ = s.cw.Write(encodeError(shutdownError()))
+	_ = s.cw.Flush()
+	s.close()
+}
+
+// plainSpan returns the length of the run of complete messages at the start
+// of the upstream read buffer that change nothing (serverChanges), and how
+// many messages it holds.
 func (s *session) plainSpan() (span, msgs int) {
 	buf, _ := s.sv.ur.Peek(s.sv.ur.Buffered())
-	ddl := s.srv.OnDDL != nil
 	off := 0
 	for off+5 <= len(buf) {
-		switch buf[off] {
-		case 'Z', 'E', 'S', 'G', 'W':
-			// ReadyForQuery: transaction status; ErrorResponse: FATAL before
-			// upstream closes; ParameterStatus: client_encoding; Copy In /
-			// Copy Both: the server now waits for the client.
+		if s.serverChanges(buf[off]) {
 			return off, msgs
-		case 'C':
-			if ddl {
-				return off, msgs
-			}
 		}
 		n := int(int32(binary.BigEndian.Uint32(buf[off+1:])))
 		if n < 4 || n > len(buf)-off-1 {
@@ -161,21 +153,6 @@ func (s *session) plainSpan() (span, msgs int) {
 		msgs++
 	}
 	return off, msgs
-}
-
-// relayParameterStatus records a ParameterStatus the proxy needs to know
-// (client_encoding) and passes it on.
-func (s *session) relayParameterStatus(n int) error {
-	if n > maxInspected {
-		return relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
-	}
-	typ, body, err := readFrame(s.sv.ur, maxInspected)
-	if err != nil {
-		return err
-	}
-	s.noteParameter(body)
-	_, err = s.cw.Write(appendMsg(nil, typ, body))
-	return err
 }
 
 // noteParameter records a ParameterStatus body.
@@ -210,14 +187,6 @@ func (s *session) upstreamLost(locked bool, err error) {
 	s.close()
 }
 
-// noteReady records a ReadyForQuery (server side); it reports whether the
-// session should now be closed because the server is draining.
-func (s *session) noteReady(status byte) bool {
-	failed := s.sv.errInUnit
-	s.sv.errInUnit = false
-	return s.sh.noteReady(status, failed)
-}
-
 func (s *session) noteTag(tag []byte) {
 	tag = bytes.TrimRight(tag, "\x00")
 	for _, p := range []string{"CREATE ", "ALTER ", "DROP ", "COMMENT"} {
@@ -245,6 +214,9 @@ func fatalSeverity(body []byte) bool {
 	return false
 }
 
+// clientLoop relays client → upstream: untracked through clientRequest,
+// tracked through trackedRequest; either way onClient says what a message
+// does to the session.
 func (s *session) clientLoop() error {
 	var msgs uint64 // relayed since the last flush (metrics)
 	defer func() { s.sig.msgsIn.Add(msgs) }()
@@ -269,37 +241,16 @@ func (s *session) clientLoop() error {
 			return s.fatal(pg.CodeProtocolViolation, "nlproxy: invalid message length %d (type %q, limit %d)", n+4, typ, s.maxMsg)
 		}
 		msgs++
-		if (typ == 'Q' || typ == 'P') && s.bigAskLimit() > 0 && n > s.bigAskLimit() && !(s.sig.tracked.Load() && s.cl.skipBatch) {
-			handled, err := s.refuseBigAsk(typ, n)
+		if handled, err := s.bigAsk(typ, n); handled || err != nil {
 			if err != nil {
-				return err
-			}
-			if handled {
-				continue
-			}
-		}
-		if s.sig.tracked.Load() {
-			if err := s.trackedRequest(typ, n); err != nil {
 				return err
 			}
 			continue
 		}
-		switch typ {
-		case 'Q':
-			err = s.clientQuery(n)
-		case 'P':
-			err = s.clientParse(n)
-		case 'S', 'F': // Sync, FunctionCall: each is answered by one ReadyForQuery
-			s.sent()
-			s.cl.batchOpen = false
-			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
-		case 'X':
-			return s.terminate(n)
-		case 'H', 'd', 'c', 'f': // Flush and COPY data open no batch
-			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
-		default:
-			s.cl.batchOpen = true
-			err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
+		if s.sig.tracked.Load() {
+			err = s.trackedRequest(typ, n)
+		} else {
+			err = s.clientRequest(typ, n)
 		}
 		if err != nil {
 			return err
@@ -307,19 +258,44 @@ func (s *session) clientLoop() error {
 	}
 }
 
+// bigAsk refuses a Query or Parse larger than the question limit that is
+// an ask (refuseBigAsk); handled is false for anything else.
+func (s *session) bigAsk(typ byte, n int) (handled bool, err error) {
+	if typ != feQuery && typ != feParse {
+		return false, nil
+	}
+	limit := s.bigAskLimit()
+	if limit <= 0 || n <= limit || (s.sig.tracked.Load() && s.cl.skipBatch) {
+		return false, nil
+	}
+	return s.refuseBigAsk(typ, n)
+}
+
+// clientRequest relays one client message untracked.
+func (s *session) clientRequest(typ byte, n int) error {
+	switch typ {
+	case feQuery:
+		return s.clientQuery(n)
+	case feParse:
+		return s.clientParse(n)
+	case feTerminate:
+		return s.terminate(n)
+	}
+	s.onClient(typ, nil)
+	return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
+}
+
 // terminate passes the client's Terminate on and ends the session. The
 // session counts as closing first: the upstream then closes its end, and
 // that must not reach the client as a lost connection.
 func (s *session) terminate(n int) error {
-	s.sh.setClosing()
+	s.onClient(feTerminate, nil)
 	if err := relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush); err != nil {
 		return err
 	}
 	_ = s.cl.uw.Flush()
 	return errQuiet
 }
-
-func (s *session) sent() { s.sh.sent() }
 
 // waitClient blocks until the client sends something, enforcing idle timeouts.
 func (s *session) waitClient() error {
@@ -335,7 +311,7 @@ func (s *session) waitClient() error {
 	for {
 		idle, tx, last := s.sh.idleState()
 		limit := idleT
-		if tx != 'I' {
+		if tx != txIdle {
 			limit = txT
 		}
 		deadline := time.Now().Add(poll)
@@ -354,7 +330,7 @@ func (s *session) waitClient() error {
 			return err
 		}
 		if idle && limit > 0 && !time.Now().Before(deadline) {
-			if tx == 'I' {
+			if tx == txIdle {
 				return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
 			}
 			return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")

@@ -52,18 +52,18 @@ type expect struct {
 // frontend message msg (ErrorResponse is handled apart).
 func ends(msg, typ byte) bool {
 	switch msg {
-	case 'P':
-		return typ == '1'
-	case 'B':
-		return typ == '2'
-	case 'C':
-		return typ == '3'
-	case 'D':
-		return typ == 'T' || typ == 'n'
-	case 'E':
-		return typ == 'C' || typ == 's' || typ == 'I'
-	case 'S', 'Q', 'F':
-		return typ == 'Z'
+	case feParse:
+		return typ == beParseComplete
+	case feBind:
+		return typ == beBindComplete
+	case feClose:
+		return typ == beCloseComplete
+	case feDescribe:
+		return typ == beRowDescription || typ == beNoData
+	case feExecute:
+		return typ == beCommandComplete || typ == bePortalSuspended || typ == beEmptyQueryResponse
+	case feSync, feQuery, feFunctionCall:
+		return typ == beReadyForQuery
 	}
 	return false
 }
@@ -104,7 +104,7 @@ func (r *replyQueue) pop() {
 func (r *replyQueue) skipToSync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for len(r.q) > 0 && r.q[0].msg != 'S' {
+	for len(r.q) > 0 && r.q[0].msg != feSync {
 		r.q = r.q[1:]
 	}
 }
@@ -119,22 +119,23 @@ func (r *replyQueue) empty() bool {
 // (errors, notices, parameter status, row descriptions it captures).
 const maxInspected = 1 << 20
 
-// trackedReply handles one upstream message in tracked mode; stop reports
-// that the session was closed.
+// trackedReply handles one upstream message in tracked mode: what it does
+// to the session is onServer's; here is where it goes (the head of the
+// reply queue says). stop reports that the session was closed.
 func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 	switch typ {
-	case 'S':
-		return false, s.relayParameterStatus(n)
-	case 'A':
+	case beParameterStatus:
+		return false, s.relayWhole(typ, n)
+	case beNotification:
 		return false, relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
-	case 'N':
+	case beNoticeResponse:
 		if h, ok := s.replies.head(); ok && h.act != actRelay && h.act != actRelayBody {
 			_, err := s.sv.ur.Discard(5 + n) // a notice about the proxy's own statement
 			return false, err
 		}
 		return false, relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
 	}
-	if s.sv.skipping && typ == 'Z' {
+	if s.sv.skipping && typ == beReadyForQuery {
 		s.replies.skipToSync()
 		s.sv.skipping = false
 	}
@@ -142,75 +143,98 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 	if !ok {
 		return false, fmt.Errorf("%w: unexpected message %q from upstream", ErrProtocol, typ)
 	}
-	if typ == 'E' {
+	switch typ {
+	case beErrorResponse:
 		return false, s.trackedError(h, n)
+	case beReadyForQuery:
+		return s.trackedReady(h, n)
 	}
-	if typ == 'Z' {
-		if !ends(h.msg, 'Z') {
-			return false, fmt.Errorf("%w: ReadyForQuery while waiting for the reply to %q", ErrProtocol, h.msg)
-		}
-		status, err := s.readStatus(n)
-		if err != nil {
-			return false, err
-		}
-		s.replies.pop()
-		drain := s.noteReady(status)
-		if h.sink != nil {
-			h.sink.finish(status)
-		}
-		switch h.act {
-		case actDrop, actCapture, actRelayBody:
-			return false, nil
-		case actSynth: // a reply of the proxy's to a Query (see synthQuery)
-			if _, err := s.cw.Write(h.synth); err != nil {
-				return false, err
-			}
-		}
-		if _, err := s.cw.Write([]byte{'Z', 0, 0, 0, 5, status}); err != nil {
-			return false, err
-		}
-		if drain {
-			_, _ = s.cw.Write(encodeError(shutdownError()))
-			_ = s.cw.Flush()
-			s.close()
-			return true, nil
-		}
-		return false, nil
-	}
-	if typ == 'G' || typ == 'W' {
-		s.sh.noteCopyIn(true)
-	}
-	switch h.act {
-	case actRelay, actRelayBody:
-		if typ == 'C' && n <= 256 {
-			if b, err := s.sv.ur.Peek(5 + n); err == nil {
-				if s.srv.OnDDL != nil {
-					s.noteTag(b[5:])
-				}
-				s.noteDiscard(b[5:])
-			}
-		}
-		if err := relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush); err != nil {
-			return false, err
-		}
-	case actDrop, actSynth:
-		if _, err := s.sv.ur.Discard(5 + n); err != nil {
-			return false, err
-		}
-		if h.act == actSynth && ends(h.msg, typ) {
-			if _, err := s.cw.Write(h.synth); err != nil {
-				return false, err
-			}
-		}
-	case actCapture:
-		if err := s.capture(h.sink, typ, n); err != nil {
-			return false, err
-		}
+	if err := s.trackedOther(h, typ, n); err != nil {
+		return false, err
 	}
 	if ends(h.msg, typ) {
 		s.replies.pop()
 	}
 	return false, nil
+}
+
+// relayWhole reads a backend message whole to record it (onServer) and
+// passes it on; one larger than maxInspected is passed on unread.
+func (s *session) relayWhole(typ byte, n int) error {
+	if n > maxInspected {
+		s.onServer(typ, nil)
+		return relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
+	}
+	_, body, err := readFrame(s.sv.ur, maxInspected)
+	if err != nil {
+		return err
+	}
+	s.onServer(typ, body)
+	_, err = s.cw.Write(appendMsg(nil, typ, body))
+	return err
+}
+
+// trackedReady handles the ReadyForQuery that ends the replies to h.
+func (s *session) trackedReady(h expect, n int) (stop bool, err error) {
+	if !ends(h.msg, beReadyForQuery) {
+		return false, fmt.Errorf("%w: ReadyForQuery while waiting for the reply to %q", ErrProtocol, h.msg)
+	}
+	status, err := s.readStatus(n)
+	if err != nil {
+		return false, err
+	}
+	s.replies.pop()
+	drain := s.onServer(beReadyForQuery, []byte{status})
+	if h.sink != nil {
+		h.sink.finish(status)
+	}
+	switch h.act {
+	case actDrop, actCapture, actRelayBody:
+		return false, nil
+	case actSynth: // a reply of the proxy's to a Query (see synthQuery)
+		if _, err := s.cw.Write(h.synth); err != nil {
+			return false, err
+		}
+	}
+	if _, err := s.cw.Write([]byte{beReadyForQuery, 0, 0, 0, 5, status}); err != nil {
+		return false, err
+	}
+	if drain {
+		s.drainClose()
+		return true, nil
+	}
+	return false, nil
+}
+
+// trackedOther handles any other reply to h: relayed, dropped, replaced
+// (actSynth) or captured.
+func (s *session) trackedOther(h expect, typ byte, n int) error {
+	relay := h.act == actRelay || h.act == actRelayBody
+	if s.serverChanges(typ) {
+		var body []byte
+		if relay && s.serverInspects(typ, n) {
+			if b, err := s.sv.ur.Peek(5 + n); err == nil {
+				body = b[5:]
+			}
+		}
+		s.onServer(typ, body)
+	}
+	switch h.act {
+	case actRelay, actRelayBody:
+		return relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
+	case actDrop, actSynth:
+		if _, err := s.sv.ur.Discard(5 + n); err != nil {
+			return err
+		}
+		if h.act == actSynth && ends(h.msg, typ) {
+			if _, err := s.cw.Write(h.synth); err != nil {
+				return err
+			}
+		}
+	case actCapture:
+		return s.capture(h.sink, typ, n)
+	}
+	return nil
 }
 
 func (s *session) readStatus(n int) (byte, error) {
@@ -227,14 +251,11 @@ func (s *session) readStatus(n int) (byte, error) {
 // (sentinel), or is relayed; then, in an extended-protocol batch, the
 // server skips everything up to Sync and so does the queue.
 func (s *session) trackedError(h expect, n int) error {
-	s.sv.errInUnit = true
 	body, err := s.readBounded(n)
 	if err != nil {
 		return err
 	}
-	if fatalSeverity(body) {
-		s.sv.upstreamFatal = true
-	}
+	s.onServer(beErrorResponse, body)
 	switch {
 	case h.sink != nil:
 		h.sink.fail(pgErrorFromBody(body))
@@ -243,12 +264,12 @@ func (s *session) trackedError(h expect, n int) error {
 			return err
 		}
 	default:
-		if _, err := s.cw.Write(appendMsg(nil, 'E', body)); err != nil {
+		if _, err := s.cw.Write(appendMsg(nil, beErrorResponse, body)); err != nil {
 			return err
 		}
 	}
 	switch h.msg {
-	case 'S', 'Q', 'F':
+	case feSync, feQuery, feFunctionCall:
 		// A simple Query, FunctionCall or the Sync itself: ReadyForQuery follows.
 	default:
 		s.replies.pop()
@@ -337,7 +358,7 @@ func (k *sink) finish(status byte) {
 // is skipped in the read buffer without being held.
 func (s *session) capture(k *sink, typ byte, n int) error {
 	switch typ {
-	case 'D':
+	case beDataRow:
 		if k.tooLarge || (k.lim.MaxRows > 0 && len(k.rows.Values) >= k.lim.MaxRows) {
 			_, err := s.sv.ur.Discard(5 + n)
 			return err
@@ -365,7 +386,7 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 		}
 		k.rows.Values = append(k.rows.Values, row)
 		return nil
-	case 'T':
+	case beRowDescription:
 		_, body, err := readFrame(s.sv.ur, maxInspected)
 		if err != nil {
 			return err
@@ -381,14 +402,14 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 			k.rows.Types[i] = fd.DataTypeOID
 		}
 		return nil
-	case 'C':
+	case beCommandComplete:
 		_, body, err := readFrame(s.sv.ur, maxInspected)
 		if err != nil {
 			return err
 		}
 		k.rows.Tag = strings.TrimRight(string(body), "\x00")
 		return nil
-	case 's':
+	case bePortalSuspended:
 		k.rows.Truncated = true
 	}
 	_, err := s.sv.ur.Discard(5 + n)

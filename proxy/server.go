@@ -102,6 +102,9 @@ type Server struct {
 	evloops   eventLoops
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
+	// stateHook, when set (tests), sees every message after onClient or
+	// onServer recorded it, on the goroutine that relays that direction.
+	stateHook func(s *session, client bool, typ byte)
 }
 
 func (s *Server) logger() *zap.Logger {

@@ -54,7 +54,7 @@ type askPortal struct {
 // trackedRequest handles one client message while an ask is in play.
 func (s *session) trackedRequest(typ byte, n int) error {
 	s.applyDiscard()
-	if s.cl.skipBatch && typ != 'S' && typ != 'X' {
+	if s.cl.skipBatch && typ != feSync && typ != feTerminate {
 		// The batch before an ask failed (found when the proxy synced it):
 		// the server would skip the rest of it, so the proxy does.
 		_, err := s.cl.cr.Discard(5 + n)
@@ -62,30 +62,29 @@ func (s *session) trackedRequest(typ byte, n int) error {
 	}
 	var err error
 	switch typ {
-	case 'Q':
+	case feQuery:
 		err = s.trackedQuery(n)
-	case 'P':
+	case feParse:
 		err = s.trackedParse(n)
-	case 'B':
+	case feBind:
 		err = s.trackedBind(n)
-	case 'D':
+	case feDescribe:
 		err = s.trackedDescribe(n)
-	case 'E':
+	case feExecute:
 		err = s.trackedExecute(n)
-	case 'C':
+	case feClose:
 		err = s.trackedClose(n)
-	case 'S', 'F':
-		s.cl.skipBatch = false
-		s.cl.batchOpen = false
+	case feSync, feFunctionCall:
 		s.replies.push(expect{msg: typ, act: actRelay})
-		s.sent()
+		s.onClient(typ, nil)
 		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
-		if typ == 'S' {
+		if typ == feSync {
 			s.dropOwn()
 		}
-	case 'X':
+	case feTerminate:
 		return s.terminate(n)
 	default: // Flush, COPY data: no reply of their own
+		s.onClient(typ, nil)
 		err = relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 	}
 	if err != nil {
@@ -129,10 +128,8 @@ func (s *session) trackedQuery(n int) error {
 	// A simple Query drops the unnamed statement and portal.
 	delete(s.cl.stmts, "")
 	delete(s.cl.portals, "")
-	s.observe('Q', msg[5:])
-	s.replies.push(expect{msg: 'Q', act: actRelay})
-	s.sent()
-	s.cl.batchOpen = false
+	s.replies.push(expect{msg: feQuery, act: actRelay})
+	s.onClient(feQuery, msg[5:])
 	_, err = s.cl.uw.Write(msg)
 	return err
 }
@@ -149,13 +146,12 @@ func (s *session) trackedParse(n int) error {
 	if m.Kind != MarkerNone {
 		return s.askParse(m, msg, name, tail)
 	}
-	s.cl.batchOpen = true
 	if name != "" && s.cl.stmts[name] != nil {
 		return s.failParse(name, tail, duplicateStatement(name))
 	}
 	delete(s.cl.stmts, name)
-	s.observe('P', msg[5:])
-	s.replies.push(expect{msg: 'P', act: actRelay})
+	s.replies.push(expect{msg: feParse, act: actRelay})
+	s.onClient(feParse, msg[5:])
 	_, err = s.cl.uw.Write(msg)
 	return err
 }
@@ -171,7 +167,7 @@ func (s *session) trackedBind(n int) error {
 	}
 	st := s.cl.stmts[b.PreparedStatement]
 	if st == nil || st.rows != nil {
-		s.cl.batchOpen = true
+		s.onClient(feBind, nil)
 	}
 	switch {
 	case st == nil:
@@ -180,7 +176,7 @@ func (s *session) trackedBind(n int) error {
 			// stays, the Bind failing (42P03), so its entry stays too.
 			delete(s.cl.portals, "")
 		}
-		s.replies.push(expect{msg: 'B', act: actRelay})
+		s.replies.push(expect{msg: feBind, act: actRelay})
 		_, err = s.cl.uw.Write(msg)
 		return err
 	case st.rows != nil:
@@ -191,21 +187,21 @@ func (s *session) trackedBind(n int) error {
 	// known exactly, so the batch so far is synced first.
 	ok, err := s.settleBatch()
 	if errors.Is(err, errCopyIn) {
-		return s.passMarker('B', msg)
+		return s.passMarker(feBind, msg)
 	}
 	if err != nil || !ok {
 		return err
 	}
-	s.cl.batchOpen = true
+	s.onClient(feBind, nil)
 	p := &askPortal{stmt: st}
 	switch tx := s.sh.tx(); tx {
-	case 'I':
+	case txIdle:
 		scope, err := sealed.RunScope(pg.TxIdle, st.timeout)
 		if err != nil {
 			return err
 		}
 		s.injectAll(scope.Enter, nil)
-	case 'T':
+	case txInTx:
 		p.perExecute = true
 		p.bind = &b
 		s.cl.portals[b.DestinationPortal] = p
@@ -215,7 +211,7 @@ func (s *session) trackedBind(n int) error {
 	s.cl.portals[b.DestinationPortal] = p
 	s.prepareOwn(st)
 	b.PreparedStatement = ownName
-	s.replies.push(expect{msg: 'B', act: actRelay})
+	s.replies.push(expect{msg: feBind, act: actRelay})
 	if _, err := s.cl.uw.Write(mustEncode(&b)); err != nil {
 		return err
 	}
@@ -232,9 +228,9 @@ func (s *session) trackedDescribe(n int) error {
 	if err := d.Decode(msg[5:]); err != nil {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Describe message")
 	}
-	s.cl.batchOpen = true
+	s.onClient(feDescribe, nil)
 	switch {
-	case d.ObjectType == 'S' && s.cl.stmts[d.Name] != nil:
+	case d.ObjectType == objStatement && s.cl.stmts[d.Name] != nil:
 		st := s.cl.stmts[d.Name]
 		if st.rows != nil {
 			out := mustEncode(&pgproto3.ParameterDescription{})
@@ -242,16 +238,16 @@ func (s *session) trackedDescribe(n int) error {
 		}
 		s.prepareOwn(st)
 		d.Name = ownName
-		s.replies.push(expect{msg: 'D', act: actRelay})
+		s.replies.push(expect{msg: feDescribe, act: actRelay})
 		if _, err := s.cl.uw.Write(mustEncode(&d)); err != nil {
 			return err
 		}
 		s.closeOwn()
 		return nil
-	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].stmt.rows != nil:
+	case d.ObjectType == objPortal && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].stmt.rows != nil:
 		p := s.cl.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
-	case d.ObjectType == 'P' && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].bind != nil:
+	case d.ObjectType == objPortal && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].bind != nil:
 		// Described from the proxy's own portal, bound and closed for it,
 		// inside a read-only, pinned savepoint: binding plans the statement,
 		// and planning may evaluate functions.
@@ -262,15 +258,15 @@ func (s *session) trackedDescribe(n int) error {
 		}
 		s.injectAll(scope.Enter, nil)
 		s.bindOwn(p)
-		s.replies.push(expect{msg: 'D', act: actRelay})
-		if _, err := s.cl.uw.Write(describeMsg('P', ownName)); err != nil {
+		s.replies.push(expect{msg: feDescribe, act: actRelay})
+		if _, err := s.cl.uw.Write(describeMsg(objPortal, ownName)); err != nil {
 			return err
 		}
-		s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+		s.send(expect{msg: feClose, act: actDrop}, closeMsg(objPortal, ownName))
 		s.injectAll(scope.Exit, nil)
 		return nil
 	}
-	s.replies.push(expect{msg: 'D', act: actRelay})
+	s.replies.push(expect{msg: feDescribe, act: actRelay})
 	_, err = s.cl.uw.Write(msg)
 	return err
 }
@@ -284,7 +280,7 @@ func (s *session) trackedExecute(n int) error {
 	if err := e.Decode(msg[5:]); err != nil {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Execute message")
 	}
-	s.cl.batchOpen = true
+	s.onClient(feExecute, nil)
 	p := s.cl.portals[e.Portal]
 	switch {
 	case p != nil && p.stmt.rows != nil:
@@ -300,7 +296,7 @@ func (s *session) trackedExecute(n int) error {
 			s.prepareOwn(p.stmt)
 			b := *p.bind
 			b.PreparedStatement = ownName
-			s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
+			s.send(expect{msg: feBind, act: actDrop}, mustEncode(&b))
 			s.closeOwn()
 			p.bind = nil
 		}
@@ -309,17 +305,17 @@ func (s *session) trackedExecute(n int) error {
 			s.bindOwn(p)
 			msg = executeMsg(ownName, 0)
 		}
-		s.replies.push(expect{msg: 'E', act: actRelay})
+		s.replies.push(expect{msg: feExecute, act: actRelay})
 		if _, err := s.cl.uw.Write(msg); err != nil {
 			return err
 		}
 		if p.bind != nil {
-			s.send(expect{msg: 'C', act: actDrop}, closeMsg('P', ownName))
+			s.send(expect{msg: feClose, act: actDrop}, closeMsg(objPortal, ownName))
 		}
 		s.injectAll(scope.Exit, nil)
 		return nil
 	}
-	s.replies.push(expect{msg: 'E', act: actRelay})
+	s.replies.push(expect{msg: feExecute, act: actRelay})
 	_, err = s.cl.uw.Write(msg)
 	return err
 }
@@ -333,14 +329,14 @@ func (s *session) trackedClose(n int) error {
 	if err := c.Decode(msg[5:]); err != nil {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed Close message")
 	}
-	s.cl.batchOpen = true
+	s.onClient(feClose, nil)
 	switch c.ObjectType {
-	case 'S':
+	case objStatement:
 		if st := s.cl.stmts[c.Name]; st != nil {
 			delete(s.cl.stmts, c.Name) // nothing of it is upstream
 			return s.placeholderReply(mustEncode(&pgproto3.CloseComplete{}))
 		}
-	case 'P':
+	case objPortal:
 		if p := s.cl.portals[c.Name]; p != nil {
 			delete(s.cl.portals, c.Name)
 			if p.stmt.rows != nil || p.bind != nil { // not upstream
@@ -348,7 +344,7 @@ func (s *session) trackedClose(n int) error {
 			}
 		}
 	}
-	s.replies.push(expect{msg: 'C', act: actRelay})
+	s.replies.push(expect{msg: feClose, act: actRelay})
 	_, err = s.cl.uw.Write(msg)
 	return err
 }
@@ -370,9 +366,8 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 		// table as the server left it.
 		delete(s.cl.stmts, "")
 		delete(s.cl.portals, "")
-		s.replies.push(expect{msg: 'Q', act: actRelay})
-		s.sent()
-		s.cl.batchOpen = false
+		s.replies.push(expect{msg: feQuery, act: actRelay})
+		s.onClient(feQuery, nil)
 		if _, err := s.cl.uw.Write(msg); err != nil {
 			return true, err
 		}
@@ -397,7 +392,7 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 		return true, err
 	}
 	tx := s.sh.tx()
-	if tx == 'E' {
+	if tx == txFailed {
 		return false, nil // refused like any statement there (25P02)
 	}
 	switch lc.kind {
@@ -425,12 +420,12 @@ func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err 
 	if err != nil || !ok {
 		return true, err
 	}
-	if s.sh.tx() == 'E' {
+	if s.sh.tx() == txFailed {
 		return false, nil // refused like any statement there (25P02)
 	}
 	if prefix != "" {
-		s.replies.push(expect{msg: 'Q', act: actRelayBody})
-		s.sent()
+		s.replies.push(expect{msg: feQuery, act: actRelayBody})
+		s.onClient(feQuery, nil)
 		if _, err := s.cl.uw.Write(queryMsg(prefix)); err != nil {
 			return true, err
 		}
@@ -441,7 +436,7 @@ func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err 
 			return true, err
 		}
 		if s.sh.unitFailed() {
-			return true, s.sendClient([]byte{'Z', 0, 0, 0, 5, s.sh.tx()})
+			return true, s.sendClient([]byte{beReadyForQuery, 0, 0, 0, 5, s.sh.tx()})
 		}
 	}
 	delete(s.cl.stmts, name)
@@ -452,9 +447,8 @@ func (s *session) deallocateAround(prefix, name, suffix string) (done bool, err 
 	if err := s.sendClient(tag); err != nil {
 		return true, err
 	}
-	s.replies.push(expect{msg: 'Q', act: actRelay})
-	s.sent()
-	s.cl.batchOpen = false
+	s.replies.push(expect{msg: feQuery, act: actRelay})
+	s.onClient(feQuery, nil)
 	_, err = s.cl.uw.Write(queryMsg(suffix))
 	return true, err
 }
@@ -474,9 +468,8 @@ func (s *session) applyDiscard() {
 // synthQuery answers a simple Query with reply, made by the proxy: an empty
 // Query upstream gives the genuine ReadyForQuery after it.
 func (s *session) synthQuery(reply []byte) error {
-	s.replies.push(expect{msg: 'Q', act: actSynth, synth: reply})
-	s.sent()
-	s.cl.batchOpen = false
+	s.replies.push(expect{msg: feQuery, act: actSynth, synth: reply})
+	s.onClient(feQuery, nil)
 	_, err := s.cl.uw.Write(queryMsg(""))
 	return err
 }
@@ -494,7 +487,7 @@ func (s *session) settleBatch() (ok bool, err error) {
 			s.sync(actDrop, nil)
 		} else {
 			s.sig.swallowZ.Add(1)
-			s.sent()
+			s.sh.sent() // the proxy's own Sync
 			if _, err := s.cl.uw.Write(syncMsg); err != nil {
 				return false, err
 			}
@@ -526,13 +519,10 @@ func (s *session) passMarker(typ byte, msg []byte) error {
 	if s.sig.tracked.Load() {
 		s.replies.push(expect{msg: typ, act: actRelay})
 	}
-	if typ == 'Q' {
-		s.sent()
-		s.cl.batchOpen = false
+	if typ == feQuery {
+		s.onClient(feQuery, nil)
 	}
 	_, err := s.cl.uw.Write(msg)
-	if typ == 'Q' {
-	}
 	return err
 }
 
@@ -540,9 +530,8 @@ func (s *session) passMarker(typ byte, msg []byte) error {
 // with Postgres's own error handling: a statement upstream that fails, its
 // error replaced by the proxy's.
 func (s *session) failQuery(e *PgError) error {
-	s.replies.push(expect{msg: 'Q', act: actRelay, sentinel: e})
-	s.sent()
-	s.cl.batchOpen = false
+	s.replies.push(expect{msg: feQuery, act: actRelay, sentinel: e})
+	s.onClient(feQuery, nil)
 	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
 	return err
 }
@@ -550,7 +539,8 @@ func (s *session) failQuery(e *PgError) error {
 // failParse does the same for a Parse: the server then skips the rest of
 // the batch, as it would after any failed Parse.
 func (s *session) failParse(name string, tail []byte, e *PgError) error {
-	s.replies.push(expect{msg: 'P', act: actRelay, sentinel: e})
+	s.replies.push(expect{msg: feParse, act: actRelay, sentinel: e})
+	s.onClient(feParse, nil)
 	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
 	return err
 }
@@ -558,8 +548,8 @@ func (s *session) failParse(name string, tail []byte, e *PgError) error {
 // placeholderReply queues a reply the proxy makes itself at the current
 // place in the stream (see actSynth).
 func (s *session) placeholderReply(reply []byte) error {
-	s.replies.push(expect{msg: 'C', act: actSynth, synth: reply})
-	_, err := s.cl.uw.Write(closeMsg('S', placeholder))
+	s.replies.push(expect{msg: feClose, act: actSynth, synth: reply})
+	_, err := s.cl.uw.Write(closeMsg(objStatement, placeholder))
 	return err
 }
 
