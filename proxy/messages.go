@@ -74,6 +74,9 @@ const maxTagInspected = 256
 // when it streams the message. The proxy's own Syncs and Queries count here
 // too: each is answered by one ReadyForQuery.
 func (s *session) onClient(typ byte, body []byte) {
+	if h := s.srv.stateHook; h != nil {
+		h(s, true, typ, false)
+	}
 	switch typ {
 	case feQuery, feSync, feFunctionCall: // each is answered by one ReadyForQuery
 		if typ == feQuery && body != nil {
@@ -96,7 +99,7 @@ func (s *session) onClient(typ byte, body []byte) {
 		s.cl.batchOpen = true
 	}
 	if h := s.srv.stateHook; h != nil {
-		h(s, true, typ)
+		h(s, true, typ, true)
 	}
 }
 
@@ -135,6 +138,9 @@ func (s *session) serverChanges(typ byte) bool {
 // leaves a draining session idle: the relay closes it after passing the
 // message on.
 func (s *session) onServer(typ byte, body []byte) (drain bool) {
+	if h := s.srv.stateHook; h != nil {
+		h(s, false, typ, false)
+	}
 	switch typ {
 	case beReadyForQuery:
 		s.sv.skipping = false
@@ -163,7 +169,7 @@ func (s *session) onServer(typ byte, body []byte) (drain bool) {
 		}
 	}
 	if h := s.srv.stateHook; h != nil {
-		h(s, false, typ)
+		h(s, false, typ, true)
 	}
 	return drain
 }

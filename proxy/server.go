@@ -102,9 +102,10 @@ type Server struct {
 	evloops   eventLoops
 
 	keyRand io.Reader // cancel secrets; nil is crypto/rand (tests force collisions)
-	// stateHook, when set (tests), sees every message after onClient or
-	// onServer recorded it, on the goroutine that relays that direction.
-	stateHook func(s *session, client bool, typ byte)
+	// stateHook, when set (tests), sees the session before and after
+	// onClient or onServer records a message, on the goroutine that relays
+	// that direction.
+	stateHook func(s *session, client bool, typ byte, after bool)
 }
 
 func (s *Server) logger() *zap.Logger {
