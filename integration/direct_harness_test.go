@@ -13,6 +13,7 @@ type proxyOptions struct {
 	TLS            *tlsMaterial
 	Upstream       string // overrides the cluster's address
 	MaxMessageSize int
+	GoroutineRelay bool
 }
 
 // viaProxy is a stand-in until the proxy package builds: it points at Postgres.

@@ -32,6 +32,9 @@ type proxyOptions struct {
 	UnixSocket bool
 	// Verbose logs the proxy through the test log (noisy; for debugging).
 	Verbose bool
+	// GoroutineRelay relays plaintext sessions on goroutines too (by
+	// default the event loop carries them on Linux).
+	GoroutineRelay bool
 }
 
 // viaProxy says the tests run through nlproxy (the directonly build tag
@@ -68,6 +71,7 @@ func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle
 		Upstreams:      []proxy.Upstream{up},
 		Logger:         log,
 		MaxMessageSize: opts.MaxMessageSize,
+		GoroutineRelay: opts.GoroutineRelay,
 	}
 	if opts.TLS != nil {
 		srv.TLSConfig = opts.TLS.Config

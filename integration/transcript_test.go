@@ -228,7 +228,8 @@ var transcriptCases = []transcriptCase{
 }
 
 // TestTranscripts sends identical message sequences to Postgres directly and
-// through the proxy and requires identical responses.
+// through the proxy, on each relay (the event loop, goroutines), and
+// requires identical responses.
 func TestTranscripts(t *testing.T) {
 	c := newScramCluster(t, nil)
 	p := startProxy(t, c, proxyOptions{})
@@ -238,21 +239,30 @@ func TestTranscripts(t *testing.T) {
 	if err := c.Exec(ctx, "postgres", "CREATE TABLE copy_target(id int, name text)"); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range transcriptCases {
-		t.Run(tc.name, func(t *testing.T) {
-			wd := openWire(ctx, t, direct)
-			tc.run(wd)
-			wp := openWire(ctx, t, via)
-			tc.run(wp)
-			if len(wd.log) < 2 {
-				t.Fatalf("direct transcript too short: %v", wd.log)
-			}
-			if a, b := strings.Join(wd.log, "\n"), strings.Join(wp.log, "\n"); a != b {
-				t.Errorf("transcripts differ\n--- direct:\n%s\n--- proxy:\n%s", a, b)
-			} else if !bytes.Equal(bytes.Join(wd.raw, nil), bytes.Join(wp.raw, nil)) {
-				t.Errorf("transcripts decode alike but differ in bytes")
-			}
-		})
+	relays := []struct {
+		name string
+		via  target
+	}{
+		{"event-loop", via},
+		{"goroutines", targetFor(t, startProxy(t, c, proxyOptions{GoroutineRelay: true}).Addr, "postgres")},
+	}
+	for _, relay := range relays {
+		for _, tc := range transcriptCases {
+			t.Run(relay.name+"/"+tc.name, func(t *testing.T) {
+				wd := openWire(ctx, t, direct)
+				tc.run(wd)
+				wp := openWire(ctx, t, relay.via)
+				tc.run(wp)
+				if len(wd.log) < 2 {
+					t.Fatalf("direct transcript too short: %v", wd.log)
+				}
+				if a, b := strings.Join(wd.log, "\n"), strings.Join(wp.log, "\n"); a != b {
+					t.Errorf("transcripts differ\n--- direct:\n%s\n--- proxy:\n%s", a, b)
+				} else if !bytes.Equal(bytes.Join(wd.raw, nil), bytes.Join(wp.raw, nil)) {
+					t.Errorf("transcripts decode alike but differ in bytes")
+				}
+			})
+		}
 	}
 	t.Run("listen/notify", func(t *testing.T) {
 		conn := via.connect(ctx, t)

@@ -54,12 +54,12 @@ func (s *session) handshake(ctx context.Context) error {
 			}
 			// Like Postgres, no TLS over a Unix socket: it never leaves the host.
 			if s.srv.TLSConfig == nil || s.local {
-				if err := s.sendClient([]byte{'N'}); err != nil {
+				if err := s.sendClient([]byte{sslRefused}); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := s.sendClient([]byte{'S'}); err != nil {
+			if err := s.sendClient([]byte{sslAccepted}); err != nil {
 				return err
 			}
 			// Bytes already here were sent in plaintext after the SSLRequest and
@@ -75,7 +75,7 @@ func (s *session) handshake(ctx context.Context) error {
 			s.cw.Reset(tc)
 			s.clientTLS = true
 		case startupGSSENC:
-			if err := s.sendClient([]byte{'N'}); err != nil {
+			if err := s.sendClient([]byte{sslRefused}); err != nil {
 				return err
 			}
 		case startupCancel:
@@ -172,7 +172,7 @@ func (s *session) relayAuth() error {
 			return s.fatal(pg.CodeConnectionFailure, "nlproxy: the database server closed the connection during startup")
 		}
 		switch typ {
-		case 'R':
+		case beAuthentication:
 			if len(body) < 4 {
 				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed authentication request from the database server")
 			}
@@ -192,7 +192,7 @@ func (s *session) relayAuth() error {
 			default:
 				return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: unsupported authentication method %d", sub)
 			}
-		case 'K':
+		case beBackendKeyData:
 			// Protocol 3.0 secrets are 4 bytes; 3.2 allows up to 256.
 			if len(body) < 8 || len(body) > 4+maxSecretLen {
 				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed BackendKeyData from the database server")
@@ -209,21 +209,21 @@ func (s *session) relayAuth() error {
 				return errQuiet
 			}
 			kb := binary.BigEndian.AppendUint32(nil, pid)
-			if _, err := s.cw.Write(appendMsg(out[:0], 'K', append(kb, secret...))); err != nil {
+			if _, err := s.cw.Write(appendMsg(out[:0], beBackendKeyData, append(kb, secret...))); err != nil {
 				return err
 			}
-		case 'E':
+		case beErrorResponse:
 			_ = s.sendClient(appendMsg(out[:0], typ, body))
 			return fmt.Errorf("upstream refused: %w", pgErrorFromBody(body))
-		case 'Z':
+		case beReadyForQuery:
 			if len(body) != 1 {
 				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed ReadyForQuery from the database server")
 			}
 			s.sh.setReady(body[0])
 			return s.sendClient(appendMsg(out[:0], typ, body))
 		default: // ParameterStatus, NoticeResponse, NegotiateProtocolVersion, …
-			if typ == 'S' {
-				s.noteParameter(body)
+			if typ == beParameterStatus {
+				s.onServer(typ, body)
 			}
 			s.cw.mu.Lock()
 			_, err := s.cw.Write(appendMsg(out[:0], typ, body))
@@ -243,7 +243,7 @@ func (s *session) relayClientAuth() error {
 	if err != nil {
 		return err
 	}
-	if typ != 'p' {
+	if typ != fePassword {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: expected authentication response, got message type %q", typ)
 	}
 	if _, err := s.cl.uw.Write(appendMsg(nil, typ, body)); err != nil {

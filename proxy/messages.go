@@ -51,6 +51,12 @@ const (
 	beParameterDescriptor byte = 't'
 )
 
+// The one-byte answers to an SSLRequest.
+const (
+	sslAccepted byte = 'S'
+	sslRefused  byte = 'N'
+)
+
 // Object types of Describe and Close.
 const (
 	objStatement byte = 'S'

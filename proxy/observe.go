@@ -28,9 +28,9 @@ func (s *session) observe(typ byte, body []byte) {
 
 func observeBody(o StatementObserver, database, role string, typ byte, body []byte) {
 	switch typ {
-	case 'Q': // text NUL
+	case feQuery: // text NUL
 		body = body[:max(len(body)-1, 0)]
-	case 'P': // name NUL text NUL …
+	case feParse: // name NUL text NUL …
 		i := bytes.IndexByte(body, 0)
 		if i < 0 {
 			return

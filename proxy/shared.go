@@ -47,7 +47,7 @@ type shared struct {
 // init readies a new session's state: idle until the server says otherwise.
 func (sh *shared) init() {
 	sh.cond = sync.NewCond(&sh.mu)
-	sh.txStatus = 'I'
+	sh.txStatus = txIdle
 }
 
 // ---- handshake ----
@@ -123,7 +123,7 @@ func (sh *shared) noteReady(status byte, failed bool) (drain bool) {
 	sh.txStatus = status
 	sh.copyIn = false
 	sh.lastUnitFailed = failed
-	if status == 'I' {
+	if status == txIdle {
 		sh.xacts++
 	}
 	if sh.unitsDone < sh.unitsSent {
@@ -134,7 +134,7 @@ func (sh *shared) noteReady(status byte, failed bool) (drain bool) {
 	if idle {
 		sh.cond.Broadcast()
 	}
-	return sh.draining && idle && status == 'I' && !sh.translating
+	return sh.draining && idle && status == txIdle && !sh.translating
 }
 
 // noteCopyIn records that the server waits for COPY data; an ask waiting
@@ -298,7 +298,7 @@ func (sh *shared) drainIdle() bool {
 }
 
 func (sh *shared) idleLocked() bool {
-	return sh.ready && sh.unitsDone == sh.unitsSent && sh.txStatus == 'I' && !sh.translating
+	return sh.ready && sh.unitsDone == sh.unitsSent && sh.txStatus == txIdle && !sh.translating
 }
 
 // ---- the event loop's hand-over ----

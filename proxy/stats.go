@@ -77,9 +77,9 @@ func sortSessions(v []SessionInfo) {
 
 func txName(b byte) string {
 	switch b {
-	case 'T':
+	case txInTx:
 		return "transaction"
-	case 'E':
+	case txFailed:
 		return "failed"
 	}
 	return "idle"

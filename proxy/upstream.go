@@ -216,8 +216,8 @@ func (u *Upstream) Dial(ctx context.Context) (net.Conn, error) {
 		return nil, err
 	}
 	switch resp[0] {
-	case 'S':
-	case 'N':
+	case sslAccepted:
+	case sslRefused:
 		if mode == UpstreamTLSPrefer {
 			return conn, nil
 		}

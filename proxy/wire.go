@@ -138,7 +138,7 @@ func pgErrorFromBody(body []byte) *PgError {
 // queryMsg encodes a simple Query.
 func queryMsg(sql string) []byte {
 	b := make([]byte, 0, len(sql)+6)
-	b = append(b, 'Q', 0, 0, 0, 0)
+	b = append(b, feQuery, 0, 0, 0, 0)
 	b = append(b, sql...)
 	b = append(b, 0)
 	binary.BigEndian.PutUint32(b[1:], uint32(len(b)-1))
@@ -148,7 +148,7 @@ func queryMsg(sql string) []byte {
 // parseMsg encodes a Parse with the given name, query and raw parameter-type tail.
 func parseMsg(name, sql string, paramTail []byte) []byte {
 	b := make([]byte, 0, len(name)+len(sql)+len(paramTail)+7)
-	b = append(b, 'P', 0, 0, 0, 0)
+	b = append(b, feParse, 0, 0, 0, 0)
 	b = append(b, name...)
 	b = append(b, 0)
 	b = append(b, sql...)
@@ -172,7 +172,7 @@ func splitParse(body []byte) (name, query string, tail []byte, err error) {
 	return name, query, rest, nil
 }
 
-var syncMsg = []byte{'S', 0, 0, 0, 4}
+var syncMsg = []byte{feSync, 0, 0, 0, 4}
 
 // mustEncode encodes a message whose fields the proxy controls.
 func mustEncode(m interface{ Encode([]byte) ([]byte, error) }) []byte {
