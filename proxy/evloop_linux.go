@@ -739,6 +739,34 @@ func (s *session) afterLoop(res loopResult) bool {
 		s.srv.putLoopBuf(ls.c.buf)
 		s.srv.putLoopBuf(ls.u.buf)
 	}()
+	up, ok := s.reopenConns(ls)
+	if !ok {
+		return false
+	}
+	if res.kind == loopHandoff {
+		// Unparsed bytes are read again by the goroutine relay's readers.
+		s.cl.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
+		s.sv.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
+		s.cl.uw = newOutBuf(up, bufSize)
+	} else {
+		s.cl.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
+	}
+	parsedOK := s.passParsed(ls)
+	switch res.kind {
+	case loopHandoff:
+		return parsedOK && s.passRest(ls)
+	case loopUpstreamLost:
+		s.upstreamLost(false, res.err)
+	case loopDrained:
+		_ = s.sendClient(encodeError(shutdownError()))
+	}
+	return false
+}
+
+// reopenConns puts the loop's sockets back on Go's netpoller; ok is false
+// when the session was closed meanwhile (or a socket cannot be reopened),
+// in which case they are closed here.
+func (s *session) reopenConns(ls *loopSess) (up net.Conn, ok bool) {
 	client, cerr := fdConn(ls.cfd)
 	up, uerr := fdConn(ls.ufd)
 	// fdConn gives no connection with its error: nil ones are not taken.
@@ -753,22 +781,19 @@ func (s *session) afterLoop(res loopResult) bool {
 		if client != nil {
 			client.Close()
 		}
-		return false
+		return nil, false
 	}
-	if tc, ok := up.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
+	for _, c := range []net.Conn{up, client} {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
 	}
-	if tc, ok := client.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	if res.kind == loopHandoff {
-		// Unparsed bytes are read again by the goroutine relay's readers.
-		s.cl.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
-		s.sv.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
-		s.cl.uw = newOutBuf(up, bufSize)
-	} else {
-		s.cl.uw = newOutBuf(up, 4096) // the session ends: what is left to pass on
-	}
+	return up, true
+}
+
+// passParsed writes what the loop had parsed but not yet passed on, both
+// ways; false if a write failed.
+func (s *session) passParsed(ls *loopSess) bool {
 	_, werr := s.cl.uw.Write(ls.c.buf[ls.c.r:ls.c.p])
 	if werr == nil {
 		werr = s.cl.uw.Flush()
@@ -780,25 +805,19 @@ func (s *session) afterLoop(res loopResult) bool {
 		cwerr = s.cw.Flush()
 	}
 	s.cw.mu.Unlock()
-	switch res.kind {
-	case loopHandoff:
-		if werr != nil || cwerr != nil {
-			return false
-		}
-		// A message the loop was passing through when it handed off.
-		if ls.c.rem > 0 && relayN(s.cl.cr, s.cl.uw, ls.c.rem, s.cl.uw.Flush) != nil || s.cl.uw.Flush() != nil {
-			return false
-		}
-		if ls.u.rem > 0 && relayN(s.sv.ur, s.cw.Writer, ls.u.rem, s.cw.Flush) != nil || s.cw.Flush() != nil {
-			return false
-		}
-		return true
-	case loopUpstreamLost:
-		s.upstreamLost(false, res.err)
-	case loopDrained:
-		_ = s.sendClient(encodeError(shutdownError()))
+	return werr == nil && cwerr == nil
+}
+
+// passRest passes on the rest of a message the loop was passing through
+// when it handed off; false if the session is over.
+func (s *session) passRest(ls *loopSess) bool {
+	if ls.c.rem > 0 && relayN(s.cl.cr, s.cl.uw, ls.c.rem, s.cl.uw.Flush) != nil || s.cl.uw.Flush() != nil {
+		return false
 	}
-	return false
+	if ls.u.rem > 0 && relayN(s.sv.ur, s.cw.Writer, ls.u.rem, s.cw.Flush) != nil || s.cw.Flush() != nil {
+		return false
+	}
+	return true
 }
 
 // readerWithPrefix reads p (copied) first, then r.

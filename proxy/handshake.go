@@ -173,43 +173,11 @@ func (s *session) relayAuth() error {
 		}
 		switch typ {
 		case beAuthentication:
-			if len(body) < 4 {
-				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed authentication request from the database server")
-			}
-			sub := binary.BigEndian.Uint32(body)
-			if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
-				body = stripChannelBinding(body)
-			}
-			if err := s.sendClient(appendMsg(out[:0], typ, body)); err != nil {
+			if err := s.relayAuthRequest(out, body); err != nil {
 				return err
 			}
-			switch sub {
-			case 0, 12: // AuthenticationOk, SASLFinal: no reply
-			case 3, 5, 7, 8, 9, 10, 11: // password, md5, GSS, SSPI, SASL: one client reply
-				if err := s.relayClientAuth(); err != nil {
-					return err
-				}
-			default:
-				return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: unsupported authentication method %d", sub)
-			}
 		case beBackendKeyData:
-			// Protocol 3.0 secrets are 4 bytes; 3.2 allows up to 256.
-			if len(body) < 8 || len(body) > 4+maxSecretLen {
-				return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed BackendKeyData from the database server")
-			}
-			pid := binary.BigEndian.Uint32(body)
-			secret, err := s.srv.registerKey(s, pid, len(body)-4)
-			if err != nil {
-				s.log.Error("issuing a cancel key", zap.Error(err))
-				return s.fatal(pg.CodeInternalError, "nlproxy: cannot issue a cancel key")
-			}
-			key := cancelKey(pid, secret)
-			if s.sh.setBackendKey(pid, body[4:], key) {
-				s.srv.unregisterKey(key)
-				return errQuiet
-			}
-			kb := binary.BigEndian.AppendUint32(nil, pid)
-			if _, err := s.cw.Write(appendMsg(out[:0], beBackendKeyData, append(kb, secret...))); err != nil {
+			if err := s.swapBackendKey(out, body); err != nil {
 				return err
 			}
 		case beErrorResponse:
@@ -233,6 +201,51 @@ func (s *session) relayAuth() error {
 			}
 		}
 	}
+}
+
+// relayAuthRequest passes an authentication request on and, where the
+// method asks for one, the client's reply.
+func (s *session) relayAuthRequest(out, body []byte) error {
+	if len(body) < 4 {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed authentication request from the database server")
+	}
+	sub := binary.BigEndian.Uint32(body)
+	if sub == 10 { // channel binding cannot span the proxy, TLS to the client or not
+		body = stripChannelBinding(body)
+	}
+	if err := s.sendClient(appendMsg(out[:0], beAuthentication, body)); err != nil {
+		return err
+	}
+	switch sub {
+	case 0, 12: // AuthenticationOk, SASLFinal: no reply
+		return nil
+	case 3, 5, 7, 8, 9, 10, 11: // password, md5, GSS, SSPI, SASL: one client reply
+		return s.relayClientAuth()
+	}
+	return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: unsupported authentication method %d", sub)
+}
+
+// swapBackendKey registers the server's BackendKeyData and gives the
+// client the proxy's own key instead.
+func (s *session) swapBackendKey(out, body []byte) error {
+	// Protocol 3.0 secrets are 4 bytes; 3.2 allows up to 256.
+	if len(body) < 8 || len(body) > 4+maxSecretLen {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: malformed BackendKeyData from the database server")
+	}
+	pid := binary.BigEndian.Uint32(body)
+	secret, err := s.srv.registerKey(s, pid, len(body)-4)
+	if err != nil {
+		s.log.Error("issuing a cancel key", zap.Error(err))
+		return s.fatal(pg.CodeInternalError, "nlproxy: cannot issue a cancel key")
+	}
+	key := cancelKey(pid, secret)
+	if s.sh.setBackendKey(pid, body[4:], key) {
+		s.srv.unregisterKey(key)
+		return errQuiet
+	}
+	kb := binary.BigEndian.AppendUint32(nil, pid)
+	_, err = s.cw.Write(appendMsg(out[:0], beBackendKeyData, append(kb, secret...)))
+	return err
 }
 
 func (s *session) relayClientAuth() error {

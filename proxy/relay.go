@@ -89,28 +89,13 @@ func (s *session) plainReply(typ byte, n int) (more int, stop bool, err error) {
 	}
 	switch {
 	case typ == beReadyForQuery && s.sig.swallowZ.Load() > 0:
-		// The Sync the proxy sent to end a client's batch before an ask
-		// (see settleBatch); the client did not ask for it.
-		status, err := s.readStatus(n)
-		if err != nil {
-			return 0, false, err
-		}
-		s.sig.swallowZ.Add(-1)
-		s.onServer(typ, []byte{status})
-		return 0, false, nil
-	case typ == beReadyForQuery && n != 1:
-		return 0, false, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
+		return 0, false, s.swallowReady(n)
 	case typ == beParameterStatus:
 		return 0, false, s.relayWhole(typ, n)
 	}
-	var body []byte
-	if s.serverInspects(typ, n) {
-		// An ErrorResponse may be longer than the buffer: its prefix.
-		if b, err := s.sv.ur.Peek(min(5+n, s.sv.ur.Size())); err == nil {
-			body = b[5:]
-		} else if typ == beReadyForQuery {
-			return 0, false, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
-		}
+	body, err := s.peekInspected(typ, n)
+	if err != nil {
+		return 0, false, err
 	}
 	drain := false
 	if s.serverChanges(typ) {
@@ -125,6 +110,39 @@ func (s *session) plainReply(typ byte, n int) (more int, stop bool, err error) {
 		return 0, true, nil
 	}
 	return 0, false, nil
+}
+
+// swallowReady records the ReadyForQuery of the Sync the proxy sent to end
+// a client's batch before an ask (see settleBatch); the client did not ask
+// for it, so it is not relayed.
+func (s *session) swallowReady(n int) error {
+	status, err := s.readStatus(n)
+	if err != nil {
+		return err
+	}
+	s.sig.swallowZ.Add(-1)
+	s.onServer(beReadyForQuery, []byte{status})
+	return nil
+}
+
+// peekInspected returns the body of the upstream's next message where
+// serverInspects asks for it, left in the read buffer; an ErrorResponse
+// longer than the buffer gives its prefix.
+func (s *session) peekInspected(typ byte, n int) ([]byte, error) {
+	if typ == beReadyForQuery && n != 1 {
+		return nil, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
+	}
+	if !s.serverInspects(typ, n) {
+		return nil, nil
+	}
+	b, err := s.sv.ur.Peek(min(5+n, s.sv.ur.Size()))
+	if err != nil {
+		if typ == beReadyForQuery {
+			return nil, fmt.Errorf("%w: bad ReadyForQuery", ErrProtocol)
+		}
+		return nil, nil // passed on as far as it comes, as before the read failed
+	}
+	return b[5:], nil
 }
 
 // drainClose ends a session that the server's draining left idle, after

@@ -359,33 +359,7 @@ func (k *sink) finish(status byte) {
 func (s *session) capture(k *sink, typ byte, n int) error {
 	switch typ {
 	case beDataRow:
-		if k.tooLarge || (k.lim.MaxRows > 0 && len(k.rows.Values) >= k.lim.MaxRows) {
-			_, err := s.sv.ur.Discard(5 + n)
-			return err
-		}
-		if k.lim.MaxBytes > 0 && k.size+n > k.lim.MaxBytes {
-			k.tooLarge = true
-			_, err := s.sv.ur.Discard(5 + n)
-			return err
-		}
-		k.size += n
-		_, body, err := readFrame(s.sv.ur, 0)
-		if err != nil {
-			return err
-		}
-		var dr pgproto3.DataRow
-		if err := dr.Decode(body); err != nil {
-			return fmt.Errorf("%w: bad DataRow: %v", ErrProtocol, err)
-		}
-		row := make([]*string, len(dr.Values))
-		for i, v := range dr.Values {
-			if v != nil {
-				str := string(v)
-				row[i] = &str
-			}
-		}
-		k.rows.Values = append(k.rows.Values, row)
-		return nil
+		return s.captureRow(k, n)
 	case beRowDescription:
 		_, body, err := readFrame(s.sv.ur, maxInspected)
 		if err != nil {
@@ -414,4 +388,35 @@ func (s *session) capture(k *sink, typ byte, n int) error {
 	}
 	_, err := s.sv.ur.Discard(5 + n)
 	return err
+}
+
+// captureRow keeps one DataRow of a trial run within the sink's limits.
+func (s *session) captureRow(k *sink, n int) error {
+	if k.tooLarge || (k.lim.MaxRows > 0 && len(k.rows.Values) >= k.lim.MaxRows) {
+		_, err := s.sv.ur.Discard(5 + n)
+		return err
+	}
+	if k.lim.MaxBytes > 0 && k.size+n > k.lim.MaxBytes {
+		k.tooLarge = true
+		_, err := s.sv.ur.Discard(5 + n)
+		return err
+	}
+	k.size += n
+	_, body, err := readFrame(s.sv.ur, 0)
+	if err != nil {
+		return err
+	}
+	var dr pgproto3.DataRow
+	if err := dr.Decode(body); err != nil {
+		return fmt.Errorf("%w: bad DataRow: %v", ErrProtocol, err)
+	}
+	row := make([]*string, len(dr.Values))
+	for i, v := range dr.Values {
+		if v != nil {
+			str := string(v)
+			row[i] = &str
+		}
+	}
+	k.rows.Values = append(k.rows.Values, row)
+	return nil
 }
