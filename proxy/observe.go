@@ -4,11 +4,9 @@ import "bytes"
 
 // StatementObserver sees the plain statements the proxy relays (--learn-workload):
 // each simple Query's text and each Parse's statement text that is not an
-// ask, with the session's database and login role. It is called at one
-// point per relay path — the event loop (clientMsg), the goroutine relay
-// (clientQuery, clientParse) and its tracked mode after an ask
-// (trackedQuery, trackedParse) — between reading a message and passing it
-// on, so it must return at once (hand the text to a bounded queue,
+// ask, with the session's database and login role. It is called from one
+// place, onClient (messages.go), which every relay calls between reading a
+// message and passing it on, so it must return at once (hand the text to a bounded queue,
 // dropping when full). sql is the proxy's read buffer, in the client's
 // encoding, valid only during the call: copy what is kept.
 //
