@@ -75,6 +75,3 @@ type Executor interface {
 // ErrExecutorClosed is returned by Executor.Trial outside a translation or
 // after the session closed.
 var ErrExecutorClosed = errors.New("proxy: executor not available (no translation in progress or session closed)")
-
-// PgError is an ErrorResponse from Postgres, or one the proxy sends.
-type PgError = pg.Error

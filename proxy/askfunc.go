@@ -1,6 +1,10 @@
 package proxy
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
+)
 
 // The table-function form: an ask written as valid SQL, so that SQL editors,
 // ORMs and BI tools that parse or wrap statements keep it intact.
@@ -34,7 +38,7 @@ type AskFunc struct {
 	// Profile is the profile argument, lower-cased; "" when none.
 	Profile string
 	// Err, when set, is why the ask fails: the functions are misused.
-	Err *PgError
+	Err *pg.Error
 }
 
 // AskFuncParser reads the table-function form (Server.AskFuncs;

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
@@ -41,7 +42,7 @@ func (s *session) auditStartupFailure(err error) {
 	if errors.Is(err, errQuiet) { // CancelRequest (logged by Server.cancel) or closed by the server
 		return
 	}
-	var pe *PgError
+	var pe *pg.Error
 	if !errors.As(err, &pe) {
 		s.log.Info("connection closed during startup", zap.Duration("duration", time.Since(s.started)), zap.Error(err))
 		return
@@ -77,7 +78,7 @@ type AskRecord struct {
 	Kind       MarkerKind
 	Question   string
 	Report     *askreport.Report // nil when the engine did not get to work (or gave no account)
-	Err        *PgError          // nil when answered
+	Err        *pg.Error         // nil when answered
 }
 
 // Outcome is answered, cached or failed.
@@ -92,7 +93,7 @@ func (r *AskRecord) Outcome() string {
 }
 
 // reportAsk hands a settled ask to Server.OnAsk.
-func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *PgError) {
+func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *pg.Error) {
 	pid, _ := s.sh.backendKey()
 	rec := &AskRecord{
 		Time: start, Duration: time.Since(start), User: s.user, Database: s.database, Client: s.clientAddr,

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 func TestRedactRecord(t *testing.T) {
 	const secret = "Ada-4711"
 	rec := &AskRecord{User: "ann", Kind: MarkerAsk, Question: "orders of '" + secret + "' " + strings.Repeat("please ", 1<<20),
-		Err: &PgError{Code: "22P02", Message: `invalid input syntax for type integer: "` + secret + `"`},
+		Err: &pg.Error{Code: "22P02", Message: `invalid input syntax for type integer: "` + secret + `"`},
 		Report: &askreport.Report{SQL: "SELECT * FROM orders WHERE customer = '" + secret + "'",
 			Stages:     []askreport.Stage{{Name: "keywords", Note: "orders, " + secret}, {Name: "trial", Note: "guard: function " + secret + " refused"}},
 			Candidates: []askreport.Candidate{{SQL: "SELECT '" + secret + "'", Problem: `column "` + secret + `" does not exist`}}}}

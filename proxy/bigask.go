@@ -61,7 +61,7 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 		return false, nil
 	}
 	limit := s.bigAskLimit() - bigAskSlack
-	perr := &PgError{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
+	perr := &pg.Error{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
 		Message: fmt.Sprintf("nlproxy: the question's statement is %d bytes, more than the question limit of %d", n, limit),
 		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 	start := time.Now()

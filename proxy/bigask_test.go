@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // limitTranslator bounds questions at max bytes and counts what reaches it.
@@ -19,7 +21,7 @@ func (l *limitTranslator) MaxQuestion() int { return l.max }
 
 func (l *limitTranslator) Translate(ctx context.Context, req TranslateRequest) (Translation, error) {
 	l.calls.Add(1)
-	return Translation{}, &PgError{Severity: "ERROR", Code: "0A000", Message: "not scripted"}
+	return Translation{}, &pg.Error{Severity: "ERROR", Code: "0A000", Message: "not scripted"}
 }
 
 // TestBigAskRefusedUnread: a marker statement far over the translator's

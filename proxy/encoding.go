@@ -13,6 +13,8 @@ import (
 	"golang.org/x/text/encoding/korean"
 	"golang.org/x/text/encoding/simplifiedchinese"
 	"golang.org/x/text/encoding/traditionalchinese"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Text the proxy reads (a marker's question) or writes (notices, its own
@@ -97,7 +99,7 @@ func asciiOnly(text string) string {
 }
 
 // clientText converts an error the proxy makes for the client.
-func (s *session) clientText(e *PgError) *PgError {
+func (s *session) clientText(e *pg.Error) *pg.Error {
 	c := *e
 	c.Message, c.Detail, c.Hint = s.toClient(c.Message), s.toClient(c.Detail), s.toClient(c.Hint)
 	return &c

@@ -267,7 +267,7 @@ func (s *session) askParse(m Marker, msg []byte, name string, tail []byte) error
 // name is prepared upstream (never run) and closed again. A Parse that finds
 // the name taken fails and so aborts a transaction block, as the client's
 // own Parse would.
-func (s *session) nameTaken(name string) (*PgError, error) {
+func (s *session) nameTaken(name string) (*pg.Error, error) {
 	k := newSink(pg.Limits{})
 	s.send(expect{msg: feParse, act: actDrop, sink: k}, parseMsg(name, "SELECT", []byte{0, 0}))
 	s.send(expect{msg: feClose, act: actDrop, sink: k}, closeMsg(objStatement, name))
@@ -299,7 +299,7 @@ func (s *session) sendNotices(tr Translation) error {
 
 // ask translates a marker at a synced point of the stream, within the
 // proxy's limits on concurrent asks.
-func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
+func (s *session) ask(m Marker) (tr Translation, perr *pg.Error) {
 	if s.srv.OnAsk != nil {
 		start := time.Now()
 		defer func() { s.reportAsk(m, start, &tr, perr) }()
@@ -311,7 +311,7 @@ func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
 		return Translation{}, m.invalid
 	}
 	if m.unreadable != nil {
-		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeCharacterNotInRepertoire,
+		return Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeCharacterNotInRepertoire,
 			Message: "nlproxy: the question cannot be read in the session's client_encoding (" + s.encoding() + ")",
 			Hint:    "Ask in UTF8 (SET client_encoding = 'UTF8') or in one of the encodings the README lists."}
 	}
@@ -326,16 +326,16 @@ func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
 		return Translation{Report: tr.Report}, translatorError(err)
 	}
 	if tr.Rows == nil && tr.Statement.IsZero() {
-		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned no statement"}
+		return Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned no statement"}
 	}
 	if tr.Rows != nil && len(tr.Rows.Columns) == 0 {
-		return Translation{}, &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned a result without columns"}
+		return Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the engine returned a result without columns"}
 	}
 	return tr, nil
 }
 
-func noEngineError() *PgError {
-	return &PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
+func noEngineError() *pg.Error {
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
 		Message: "natural-language queries need an engine: this nlproxy has no translator configured",
 		Hint:    "Configure an engine (Ollama model) for nlproxy, or send plain SQL."}
 }
@@ -343,7 +343,7 @@ func noEngineError() *PgError {
 // translatorError is what the client is sent for a translator's error:
 // internal/pg's one mapping (a Translator other than nlproxy's engine may
 // return any error).
-func translatorError(err error) *PgError { return pg.ErrorFor(err) }
+func translatorError(err error) *pg.Error { return pg.ErrorFor(err) }
 
 func (s *session) translate(m Marker) (Translation, error) {
 	ctx, cancel := context.WithCancel(s.ctx)

@@ -14,7 +14,7 @@ const (
 // acquireAsk counts an ask against the proxy's and the client host's
 // limits. An ask holds a model call and trial runs for seconds to minutes,
 // so beyond the limits it fails at once rather than queue.
-func (s *Server) acquireAsk(host string) (release func(), err *PgError) {
+func (s *Server) acquireAsk(host string) (release func(), err *pg.Error) {
 	total, per := s.MaxAsks, s.MaxAsksPerClient
 	if total <= 0 {
 		total = defaultMaxAsks
@@ -45,8 +45,8 @@ func (s *Server) acquireAsk(host string) (release func(), err *PgError) {
 	}, nil
 }
 
-func tooManyAsks(why string) *PgError {
-	return &PgError{Severity: "ERROR", Code: pg.CodeConfigurationLimitExceeded,
+func tooManyAsks(why string) *pg.Error {
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeConfigurationLimitExceeded,
 		Message: "nlproxy: too many natural-language questions at once: " + why,
 		Hint:    "Wait for an answer and ask again; an operator can raise --max-asks / --max-asks-per-client."}
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"strings"
+
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // MarkerKind says which natural-language form a statement carries.
@@ -46,8 +48,8 @@ type Marker struct {
 	// place in it (Embed). "" for the other forms.
 	Statement string
 
-	unreadable error    // the question is not valid in the client's encoding
-	invalid    *PgError // the table-function form is misused
+	unreadable error     // the question is not valid in the client's encoding
+	invalid    *pg.Error // the table-function form is misused
 }
 
 // ParseMarker recognizes a natural-language statement. Forms (keywords are

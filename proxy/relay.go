@@ -195,7 +195,7 @@ func (s *session) upstreamLost(locked bool, err error) {
 		if !locked {
 			s.cw.mu.Lock()
 		}
-		_, _ = s.cw.Write(encodeError(&PgError{Severity: "FATAL", Code: pg.CodeConnectionFailure,
+		_, _ = s.cw.Write(encodeError(&pg.Error{Severity: "FATAL", Code: pg.CodeConnectionFailure,
 			Message: "nlproxy: lost the connection to the database server"}))
 		_ = s.cw.Flush()
 		if !locked {

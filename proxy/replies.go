@@ -45,7 +45,7 @@ type expect struct {
 	sink  *sink
 	// sentinel replaces the server's error to the sentinel statement that
 	// stands in for a failed marker statement.
-	sentinel *PgError
+	sentinel *pg.Error
 }
 
 // ends reports whether backend message typ completes the replies to a
@@ -294,7 +294,7 @@ func (s *session) readBounded(n int) ([]byte, error) {
 		return nil, err
 	}
 	if pe.Code == "" || pe.Code == pg.CodeInternalError {
-		pe = &PgError{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded, Message: "nlproxy: the server's error message was too large to pass on"}
+		pe = &pg.Error{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded, Message: "nlproxy: the server's error message was too large to pass on"}
 	}
 	out, _ := (&pgproto3.ErrorResponse{Severity: pe.Severity, SeverityUnlocalized: pe.Severity, Code: pe.Code, Message: truncate(pe.Message, 1024)}).Encode(nil)
 	return out[5:], nil
@@ -335,14 +335,14 @@ type sink struct {
 	rows     pg.Rows
 	size     int
 	tooLarge bool
-	err      *PgError
+	err      *pg.Error
 	status   byte
 	done     chan struct{}
 }
 
 func newSink(lim pg.Limits) *sink { return &sink{lim: lim, done: make(chan struct{})} }
 
-func (k *sink) fail(e *PgError) {
+func (k *sink) fail(e *pg.Error) {
 	if k.err == nil {
 		k.err = e
 	}

@@ -231,13 +231,13 @@ func (s *session) sendClient(b []byte) error {
 
 // fatal sends a FATAL ErrorResponse to the client and returns it as an error.
 func (s *session) fatal(code, format string, args ...any) error {
-	e := &PgError{Severity: "FATAL", Code: code, Message: fmt.Sprintf(format, args...)}
+	e := &pg.Error{Severity: "FATAL", Code: code, Message: fmt.Sprintf(format, args...)}
 	_ = s.sendClient(encodeError(e))
 	return e
 }
 
-func shutdownError() *PgError {
-	return &PgError{Severity: "FATAL", Code: pg.CodeAdminShutdown, Message: "terminating connection due to administrator command (nlproxy shutting down)"}
+func shutdownError() *pg.Error {
+	return &pg.Error{Severity: "FATAL", Code: pg.CodeAdminShutdown, Message: "terminating connection due to administrator command (nlproxy shutting down)"}
 }
 
 // drain ends the session once it is idle (Shutdown): now if it is, else

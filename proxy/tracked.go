@@ -529,7 +529,7 @@ func (s *session) passMarker(typ byte, msg []byte) error {
 // failQuery makes a simple-protocol ask fail at its place in the stream
 // with Postgres's own error handling: a statement upstream that fails, its
 // error replaced by the proxy's.
-func (s *session) failQuery(e *PgError) error {
+func (s *session) failQuery(e *pg.Error) error {
 	s.replies.push(expect{msg: feQuery, act: actRelay, sentinel: e})
 	s.onClient(feQuery, nil)
 	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
@@ -538,7 +538,7 @@ func (s *session) failQuery(e *PgError) error {
 
 // failParse does the same for a Parse: the server then skips the rest of
 // the batch, as it would after any failed Parse.
-func (s *session) failParse(name string, tail []byte, e *PgError) error {
+func (s *session) failParse(name string, tail []byte, e *pg.Error) error {
 	s.replies.push(expect{msg: feParse, act: actRelay, sentinel: e})
 	s.onClient(feParse, nil)
 	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
@@ -553,6 +553,6 @@ func (s *session) placeholderReply(reply []byte) error {
 	return err
 }
 
-func duplicateStatement(name string) *PgError {
-	return &PgError{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
+func duplicateStatement(name string) *pg.Error {
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
 }

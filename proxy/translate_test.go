@@ -60,11 +60,11 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 		if len(res.Values) != 3 || !res.Truncated || res.Columns[0] != "g" || *res.Values[2][0] != "3" {
 			return Translation{}, fmt.Errorf("executor result wrong: %+v", res)
 		}
-		// A server error comes back as *PgError and leaves the session usable.
+		// A server error comes back as *pg.Error and leaves the session usable.
 		_, err = trial("SELECT 1/0", 1)
-		var pe *PgError
+		var pe *pg.Error
 		if !errors.As(err, &pe) || pe.Code != "22012" {
-			return Translation{}, fmt.Errorf("executor error %v, want a *PgError 22012", err)
+			return Translation{}, fmt.Errorf("executor error %v, want a *pg.Error 22012", err)
 		}
 		_, err = trial("SELECT nosuchcol FROM pg_class", 1)
 		if !errors.As(err, &pe) || pe.Code != "42703" {
@@ -74,7 +74,7 @@ func (s *scriptTranslator) Translate(ctx context.Context, req TranslateRequest) 
 	case "show me the sql":
 		return Translation{Rows: &StaticResult{Columns: []string{"sql"}, Rows: TextRows([]string{"SELECT 'it''s' -- é\\"})}}, nil
 	case "bad table":
-		return Translation{}, &PgError{Code: "42P01", Message: "relation \"nope\" does not exist"}
+		return Translation{}, &pg.Error{Code: "42P01", Message: "relation \"nope\" does not exist"}
 	case "model down":
 		return Translation{}, errors.New("ollama: connection refused")
 	case "slow":
@@ -152,7 +152,7 @@ func TestTranslator(t *testing.T) {
 	if err := c.QueryRow(ctx, "-- ask-sql: show me the sql").Scan(&sqlText); err != nil || sqlText != "SELECT 'it''s' -- é\\" {
 		t.Fatalf("ask-sql: %q %v", sqlText, err)
 	}
-	// Engine errors: *PgError keeps its code, others are XX000; session stays usable.
+	// Engine errors: *pg.Error keeps its code, others are XX000; session stays usable.
 	for q, code := range map[string]string{"ASK bad table": "42P01", "ASK model down": "XX000"} {
 		_, err := pc.Exec(ctx, q).ReadAll()
 		if pgCode(err) != code {

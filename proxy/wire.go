@@ -104,7 +104,7 @@ func appendMsg(dst []byte, typ byte, body []byte) []byte {
 	return append(dst, body...)
 }
 
-func encodeError(e *PgError) []byte {
+func encodeError(e *pg.Error) []byte {
 	sev := e.Severity
 	if sev == "" {
 		sev = "ERROR"
@@ -123,16 +123,16 @@ func encodeNotice(msg string) []byte {
 	return b
 }
 
-func pgErrorFromBody(body []byte) *PgError {
+func pgErrorFromBody(body []byte) *pg.Error {
 	var er pgproto3.ErrorResponse
 	if err := er.Decode(body); err != nil {
-		return &PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "undecodable ErrorResponse"}
+		return &pg.Error{Severity: "ERROR", Code: pg.CodeInternalError, Message: "undecodable ErrorResponse"}
 	}
 	sev := er.SeverityUnlocalized
 	if sev == "" {
 		sev = er.Severity
 	}
-	return &PgError{Severity: sev, Code: er.Code, Message: er.Message, Detail: er.Detail, Hint: er.Hint, Position: int(er.Position)}
+	return &pg.Error{Severity: sev, Code: er.Code, Message: er.Message, Detail: er.Detail, Hint: er.Hint, Position: int(er.Position)}
 }
 
 // queryMsg encodes a simple Query.

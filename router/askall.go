@@ -24,7 +24,7 @@ var askAllPlanColumns = []string{"step", "database", "goal", "sql", "error"}
 // privileges on each database. Notices name each database and its SQL.
 func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
 	if t.Multi == nil {
-		return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
+		return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
 			Message: "nlproxy: questions across databases (ask(all):) are not configured",
 			Hint:    "Ask without (all), or configure the engine's ask_all settings."}
 	}
@@ -39,7 +39,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 	if err != nil {
 		var nt *askall.NoTargetError
 		if errors.As(err, &nt) {
-			return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeInsufficientPrivilege, Message: nt.Error(),
+			return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeInsufficientPrivilege, Message: nt.Error(),
 				Hint: "Each database says why it was skipped. The operator grants access with an authenticator role per upstream and CONNECT on the database to your login role; see docs/guard.md, \"What ask(all) checks before it takes on a role\"."}
 		}
 		return proxy.Translation{}, pg.ErrorFor(err)

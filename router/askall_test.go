@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestAskAllNotConfigured(t *testing.T) {
 	for _, kind := range []proxy.MarkerKind{proxy.MarkerAsk, proxy.MarkerAskSQL} {
 		_, err := Translator{}.Translate(context.Background(), proxy.TranslateRequest{Marker: proxy.Marker{Kind: kind, Question: "q", Profile: ProfileAll}})
-		var pe *proxy.PgError
+		var pe *pg.Error
 		if !errors.As(err, &pe) || pe.Code != "0A000" {
 			t.Errorf("%v: %v, want 0A000", kind, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -24,7 +25,7 @@ func TestAuditLogRecord(t *testing.T) {
 		BackendPID: 42, Kind: proxy.MarkerAsk, Question: "orders of 'Ada' over 10",
 		Report: &askreport.Report{Role: "analyst", SQL: "SELECT * FROM orders WHERE customer = 'Ada' AND amount > 10", LLMCalls: 2, PromptTokens: 900, CompletionTokens: 40}}
 	failed := &proxy.AskRecord{Time: at, User: "ann", Database: "shop", Client: "[local]", Kind: proxy.MarkerAskSQL, Question: "delete 'x'",
-		Err: &proxy.PgError{Code: "42501", Message: "value 'x' is secret"}}
+		Err: &pg.Error{Code: "42501", Message: "value 'x' is secret"}}
 	for _, tc := range []struct {
 		name             string
 		rec              *proxy.AskRecord

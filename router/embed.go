@@ -80,16 +80,16 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 
 // embedError says why the statement around an nlproxy.* call is refused.
 func embedError(err error) error {
-	var pe *proxy.PgError
+	var pe *pg.Error
 	if errors.As(err, &pe) {
 		return pe
 	}
 	var re *guard.RejectError
 	if errors.As(err, &re) {
-		return &proxy.PgError{Severity: "ERROR", Code: re.Code, Message: "nlproxy: the statement around nlproxy.ask() is refused: " + re.Reason,
+		return &pg.Error{Severity: "ERROR", Code: re.Code, Message: "nlproxy: the statement around nlproxy.ask() is refused: " + re.Reason,
 			Hint: "An nlproxy.ask() call runs inside one read-only SELECT; the SQL around it is checked like generated SQL (see docs/asking.md)."}
 	}
-	return &proxy.PgError{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the answer cannot be put in place of nlproxy.ask(): " + err.Error()}
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeInternalError, Message: "nlproxy: the answer cannot be put in place of nlproxy.ask(): " + err.Error()}
 }
 
 // guardOptions are the engine's guard options with the database's function

@@ -21,7 +21,7 @@ var optimizeColumns = []string{"step", "policy", "verdict", "cost", "ms", "sql",
 // itself; the report comes back as rows the proxy makes, with a NOTICE.
 func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
 	if t.Optimizer == nil {
-		return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
+		return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
 			Message: "nlproxy: optimize: is not enabled on this proxy", Hint: "Configure a generator model for nlproxy."}
 	}
 	if req.TxStatus == byte(pg.TxFailed) {
@@ -42,7 +42,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 	if err != nil {
 		var re *guard.RejectError
 		if errors.As(err, &re) {
-			return proxy.Translation{}, &proxy.PgError{Severity: "ERROR", Code: re.Code,
+			return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: re.Code,
 				Message: "nlproxy: optimize: the query is refused: " + re.Reason,
 				Hint:    "optimize: takes one read-only SELECT (or WITH ... SELECT)."}
 		}
@@ -110,7 +110,7 @@ func msText(d time.Duration) string {
 // the engine's one mapping, after the optimizer's own refusal.
 func (t Translator) optimizeError(ctx context.Context, err error) error {
 	if errors.Is(err, optimize.ErrNotSelect) {
-		return &proxy.PgError{Severity: "ERROR", Code: pg.CodeFeatureNotSupported, Message: "nlproxy: optimize: takes one read-only SELECT"}
+		return &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported, Message: "nlproxy: optimize: takes one read-only SELECT"}
 	}
 	var se *pg.Error
 	if errors.As(err, &se) {

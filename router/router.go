@@ -136,7 +136,7 @@ func (t Translator) checkSize(q string) error {
 	if len(q) <= limit {
 		return nil
 	}
-	return &proxy.PgError{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
 		Message: fmt.Sprintf("nlproxy: the question is %d bytes, more than the limit of %d", len(q), limit),
 		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 }

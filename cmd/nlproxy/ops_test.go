@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -373,8 +374,8 @@ func TestAskMetrics(t *testing.T) {
 	}{
 		{"answered", proxy.AskRecord{Report: &askreport.Report{Profile: "max", Stages: refused[:1]}}, "answered", false, 1},
 		{"answered after a refusal", proxy.AskRecord{Report: &askreport.Report{Profile: "max", Stages: refused}}, "answered", true, 2},
-		{"failed after refusals", proxy.AskRecord{Err: &proxy.PgError{Code: "42501"}, Report: &askreport.Report{Profile: "fast", Stages: refused}}, "failed", true, 2},
-		{"failed before the engine worked", proxy.AskRecord{Err: &proxy.PgError{Code: "53400"}}, "failed", false, 0},
+		{"failed after refusals", proxy.AskRecord{Err: &pg.Error{Code: "42501"}, Report: &askreport.Report{Profile: "fast", Stages: refused}}, "failed", true, 2},
+		{"failed before the engine worked", proxy.AskRecord{Err: &pg.Error{Code: "53400"}}, "failed", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := askMetrics(&tc.rec)
