@@ -9,6 +9,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -22,7 +23,7 @@ type serialExecutor struct {
 	inner Executor
 }
 
-func (s *serialExecutor) Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error) {
+func (s *serialExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := ctx.Err(); err != nil {

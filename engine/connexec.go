@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
@@ -27,7 +26,7 @@ type ConnExecutor struct {
 }
 
 // Trial implements Executor.
-func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limits) (*pg.Rows, error) {
+func (e ConnExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim Limits) (*pg.Rows, error) {
 	if stmt.IsZero() {
 		return nil, errors.New("engine: empty statement")
 	}
@@ -68,7 +67,7 @@ func (e ConnExecutor) Trial(ctx context.Context, stmt guard.Statement, lim Limit
 	return rows, nil
 }
 
-func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt guard.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
+func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt sealed.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
 	if err := run(scope.Enter); err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	seal := func(sql string) guard.Statement {
+	seal := func(sql string) sealed.Statement {
 		t.Helper()
 		st, err := guard.Seal(sql, guard.Options{Names: guard.SearchPath{"public"}})
 		if err != nil {
@@ -80,7 +80,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 	}
 	// The scope itself is read-only even for a role that may write.
 	t.Run("scope is read-only", func(t *testing.T) {
-		scope, err := sealed.TrialScopeAs(guard.Statement{}, TxIdle, time.Second, alice)
+		scope, err := sealed.TrialScopeAs(sealed.Statement{}, TxIdle, time.Second, alice)
 		if err != nil {
 			t.Fatal(err)
 		}

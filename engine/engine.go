@@ -25,6 +25,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
@@ -112,7 +113,7 @@ type Request struct {
 // Result is the settled statement and how it was reached.
 type Result struct {
 	// Statement is what runs; Statement.Display() is the SQL as written.
-	Statement guard.Statement
+	Statement sealed.Statement
 	// Role is the role the ask was answered for (current_user).
 	Role    string
 	Profile string
@@ -428,7 +429,7 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 
 // rememberAccepted keeps a pair when a user re-runs a question unchanged and
 // gets the same SQL back (a cache hit): the answer was worth asking again.
-func (e *Engine) rememberAccepted(ctx context.Context, a *ask, stmt guard.Statement) {
+func (e *Engine) rememberAccepted(ctx context.Context, a *ask, stmt sealed.Statement) {
 	if a.sess != nil && len(a.sess.secured) > 0 {
 		return // SQL shaped by row-level security is not shared as an example
 	}
@@ -632,7 +633,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 }
 
 // check seals sql (the guard) and trial-runs it; a nil problem means usable.
-func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement, *Rows, *Problem, error) {
+func (e *Engine) check(ctx context.Context, a *ask, sql string) (sealed.Statement, *Rows, *Problem, error) {
 	st := a.trace.begin("check")
 	defer a.trace.end(st)
 	stmt, err := guard.Seal(sql, e.guardOptions(a))
@@ -640,9 +641,9 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 		var rej *guard.RejectError
 		if errors.As(err, &rej) {
 			st.Note = "guard: " + rej.Reason
-			return guard.Statement{}, nil, &Problem{GuardReason: rej.Reason, GuardCode: rej.Code}, nil
+			return sealed.Statement{}, nil, &Problem{GuardReason: rej.Reason, GuardCode: rej.Code}, nil
 		}
-		return guard.Statement{}, nil, nil, err
+		return sealed.Statement{}, nil, nil, err
 	}
 	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
@@ -652,11 +653,11 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 			return stmt, nil, &Problem{ExecErr: se}, nil
 		}
 		if errors.Is(err, ErrResultTooLarge) {
-			return guard.Statement{}, nil, nil, &pg.Error{Code: CodeProgramLimitExceeded,
+			return sealed.Statement{}, nil, nil, &pg.Error{Code: CodeProgramLimitExceeded,
 				Message: fmt.Sprintf("nlproxy: the generated query's rows exceed %d bytes in the trial run", e.TrialMaxBytes),
 				Hint:    "Ask for fewer or smaller columns, or raise the trial byte limit.", Err: err}
 		}
-		return guard.Statement{}, nil, nil, err
+		return sealed.Statement{}, nil, nil, err
 	}
 	if len(rows.Values) == 0 {
 		st.Note = "trial: no rows"

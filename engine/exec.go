@@ -3,7 +3,7 @@ package engine
 import (
 	"context"
 
-	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -17,7 +17,7 @@ type Executor interface {
 	// returns at most lim.MaxRows rows. A result holding more than
 	// lim.MaxBytes bytes of row data fails with ErrResultTooLarge; server
 	// errors are *pg.Error. The session is left as it was.
-	Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error)
+	Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error)
 }
 
 // ErrResultTooLarge: a trial run's rows exceeded Limits.MaxBytes.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -49,7 +50,7 @@ func TestConnExecutorTrial(t *testing.T) {
 		}
 	}
 	ex := ConnExecutor{Conn: conn}
-	seal := func(sql string, opts guard.Options) guard.Statement {
+	seal := func(sql string, opts guard.Options) sealed.Statement {
 		t.Helper()
 		opts.Catalog = fns
 		opts.Names = guard.SearchPath{"public"}

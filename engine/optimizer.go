@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/nlproxy/nlproxy/engine/optimize"
-	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 )
 
 // DefaultOptimizeMinCost is the planner cost below which the max profile's
@@ -22,10 +22,10 @@ type gcdOptimizer struct{ o *optimize.Optimizer }
 
 // Optimize implements Optimizer: the chosen statement, or the confirmed
 // faster equivalent, and a one-line note for the trace.
-func (g gcdOptimizer) Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt guard.Statement) (guard.Statement, string, error) {
+func (g gcdOptimizer) Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt sealed.Statement) (sealed.Statement, string, error) {
 	out, err := g.o.Run(ctx, optimize.Request{Exec: exec, Statement: stmt, Question: in.Question, Guard: in.Guard, Model: m})
 	if err != nil {
-		return guard.Statement{}, "", err
+		return sealed.Statement{}, "", err
 	}
 	return out.Result, out.Summary(), nil
 }

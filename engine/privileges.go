@@ -14,6 +14,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 )
 
 // factsSQL asks the client's own session, under the pinned resolution of
@@ -171,10 +172,10 @@ var internalFunctions = guard.Builtins{"min": guard.Immutable, "row_security_act
 // taken for a session's own type of the same name.
 type sealedQueries struct {
 	mu    sync.Mutex
-	stmts map[string]guard.Statement
+	stmts map[string]sealed.Statement
 }
 
-func (q *sealedQueries) seal(sql string) (guard.Statement, error) {
+func (q *sealedQueries) seal(sql string) (sealed.Statement, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if st, ok := q.stmts[sql]; ok {
@@ -182,10 +183,10 @@ func (q *sealedQueries) seal(sql string) (guard.Statement, error) {
 	}
 	st, err := guard.Seal(sql, guard.Options{Catalog: internalFunctions, Names: guard.SearchPath{}})
 	if err != nil {
-		return guard.Statement{}, err
+		return sealed.Statement{}, err
 	}
 	if q.stmts == nil {
-		q.stmts = map[string]guard.Statement{}
+		q.stmts = map[string]sealed.Statement{}
 	}
 	q.stmts[sql] = st
 	return st, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -13,7 +14,7 @@ type Candidate struct {
 	// SQL is the candidate as last written (after fixes and literal
 	// correction); Statement is its sealed form when it passed the guard.
 	SQL       string
-	Statement guard.Statement
+	Statement sealed.Statement
 	Generator string
 	// Fixes is how many times the fixer rewrote it.
 	Fixes int
@@ -99,5 +100,5 @@ type Selector interface {
 // returns it unchanged. Whatever it returns was sealed by the guard and
 // checked on the asking session through exec.
 type Optimizer interface {
-	Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt guard.Statement) (guard.Statement, string, error)
+	Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt sealed.Statement) (sealed.Statement, string, error)
 }

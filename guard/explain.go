@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nlproxy/nlproxy/guard/internal/stmt"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -17,28 +18,28 @@ const explainPrefix = "EXPLAIN (FORMAT JSON) "
 // like Seal: the text is parsed again and must be exactly one EXPLAIN with
 // that one option, over the same parse tree as s. Since s was sealed, the
 // result needs no other check: EXPLAIN without ANALYZE executes nothing.
-func Explain(s Statement) (Statement, error) {
+func Explain(s sealed.Statement) (sealed.Statement, error) {
 	if s.IsZero() {
-		return Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "no sealed statement to explain", Code: pg.CodeFeatureNotSupported}
 	}
 	if CheckedOf(s).Kind != KindSelect {
-		return Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "only a SELECT can be explained", Code: pg.CodeFeatureNotSupported}
 	}
 	text := explainPrefix + s.SQL()
 	tree, err := pg_query.Parse(text)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "EXPLAIN statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	inner, err := pg_query.Parse(s.SQL())
 	if err != nil || len(inner.GetStmts()) != 1 {
-		return Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "sealed statement does not parse again", Code: pg.CodeFeatureNotSupported}
 	}
 	if len(tree.GetStmts()) != 1 {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement is not one statement", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "EXPLAIN statement is not one statement", Code: pg.CodeFeatureNotSupported}
 	}
 	ex := tree.GetStmts()[0].GetStmt().GetExplainStmt()
 	if ex == nil || !explainOptionsAreJSON(ex.GetOptions()) || !sameNode(ex.GetQuery(), inner.GetStmts()[0].GetStmt()) {
-		return Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "EXPLAIN statement differs from the sealed one", Code: pg.CodeFeatureNotSupported}
 	}
 	c := *CheckedOf(s)
 	c.SQL = text

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nlproxy/nlproxy/guard/sealed"
 )
 
 func TestExplain(t *testing.T) {
@@ -50,7 +52,7 @@ func TestExplain(t *testing.T) {
 
 func TestExplainRefuses(t *testing.T) {
 	var re *RejectError
-	if _, err := Explain(Statement{}); !errors.As(err, &re) {
+	if _, err := Explain(sealed.Statement{}); !errors.As(err, &re) {
 		t.Errorf("zero statement: err = %v", err)
 	}
 	st, err := Seal("EXPLAIN SELECT 1", Options{AllowExplain: true})

@@ -162,7 +162,7 @@ func TestSessionProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pinned, err := sealed.TrialScope(Statement{}, 'I', 0)
+	pinned, err := sealed.TrialScope(sealed.Statement{}, 'I', 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,10 @@
 package guard
 
-import "github.com/nlproxy/nlproxy/guard/internal/stmt"
+import (
+	"github.com/nlproxy/nlproxy/guard/internal/stmt"
+
+	"github.com/nlproxy/nlproxy/guard/sealed"
+)
 
 // sessionProbeSQL reads who is asking and the schemas the session's
 // search_path resolves to. It runs unpinned (the path is what it reads), so
@@ -13,7 +17,7 @@ const sessionProbeSQL = "SELECT CURRENT_USER AS role, pg_catalog.array_to_json(p
 // it returns one row (role, search_path as a JSON array of schema names).
 // Everything else the proxy or the engine runs on a client's session is
 // sealed and runs pinned.
-func SessionProbe() Statement {
+func SessionProbe() sealed.Statement {
 	st, err := Seal(sessionProbeSQL, Options{Catalog: Builtins{"array_to_json": Stable, "current_schemas": Stable}})
 	if err != nil {
 		panic("guard: the session probe does not seal: " + err.Error())

@@ -14,13 +14,8 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// Statement is SQL the guard accepted, sealed. The type lives in the
-// cgo-free leaf guard/sealed, so that the relay can hold and run one without
-// linking pg_query; Seal (and Explain) are still the only ways to make one.
-type Statement = sealed.Statement
-
 // CheckedOf is the guard's description of s; nil for the zero Statement.
-func CheckedOf(s Statement) *Checked {
+func CheckedOf(s sealed.Statement) *Checked {
 	c, _ := stmt.Checked(s).(*Checked)
 	return c
 }
@@ -28,32 +23,32 @@ func CheckedOf(s Statement) *Checked {
 // Seal checks sql like Check and returns it sealed (see Statement.SQL). The
 // sealed text is parsed again and must give the same parse tree as the
 // checked one (with functions qualified); anything else is refused.
-func Seal(sql string, opts Options) (Statement, error) {
+func Seal(sql string, opts Options) (sealed.Statement, error) {
 	c, err := Check(sql, opts)
 	if err != nil {
-		return Statement{}, err
+		return sealed.Statement{}, err
 	}
 	for _, fc := range c.builtinCalls {
 		name := fc.GetFuncname()
 		fc.Funcname = append([]*pg_query.Node{pg_query.MakeStrNode("pg_catalog")}, name...)
 	}
 	if err := qualifyNames(c, &opts); err != nil {
-		return Statement{}, err
+		return sealed.Statement{}, err
 	}
 	text, err := pg_query.Deparse(c.tree)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "cannot normalize the statement: " + err.Error(), Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "cannot normalize the statement: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	text, err = asciiSQL(text)
 	if err != nil {
-		return Statement{}, err
+		return sealed.Statement{}, err
 	}
 	again, err := pg_query.Parse(text)
 	if err != nil {
-		return Statement{}, &RejectError{Reason: "normalized statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "normalized statement does not parse: " + err.Error(), Code: pg.CodeFeatureNotSupported}
 	}
 	if !sameTree(c.tree, again) {
-		return Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
+		return sealed.Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
 	}
 	return stmt.New(text, sql, c), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -96,9 +97,9 @@ func TestSealRejects(t *testing.T) {
 			t.Errorf("Seal(%q) = %v, want a RejectError", sql, err)
 		}
 	}
-	var zero Statement
+	var zero sealed.Statement
 	if !zero.IsZero() || zero.SQL() != "" {
-		t.Error("zero Statement is not empty")
+		t.Error("zero sealed.Statement is not empty")
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/router/askfunc"
 )
@@ -28,7 +29,7 @@ type scriptTranslator struct {
 
 // seal makes a statement the way the engine does; the proxy tests allow any
 // function, so that what stops a write is the proxy's read-only scope.
-func seal(sql string) (guard.Statement, error) {
+func seal(sql string) (sealed.Statement, error) {
 	return guard.Seal(sql, guard.Options{AllowFunctions: []string{"*"}, Names: guard.SearchPath{"public"}})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
 )
@@ -58,7 +59,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 	if err != nil {
 		return proxy.Translation{}, t.optimizeError(ctx, err)
 	}
-	show := func(s guard.Statement) string {
+	show := func(s sealed.Statement) string {
 		if utf8Client(req.ClientEncoding) {
 			return s.Display()
 		}
@@ -67,7 +68,7 @@ func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (p
 	return proxy.Translation{Rows: optimizeReport(out, show), Notice: optimizeNotice(out)}, nil
 }
 
-func optimizeReport(out optimize.Outcome, show func(guard.Statement) string) *proxy.StaticResult {
+func optimizeReport(out optimize.Outcome, show func(sealed.Statement) string) *proxy.StaticResult {
 	rows := [][]string{{"original", "", "original", costText(out.OriginalCost), msText(out.OriginalTime), show(out.Original), ""}}
 	for _, s := range out.Steps {
 		cost := ""

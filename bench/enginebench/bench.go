@@ -15,7 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
-	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -82,7 +82,7 @@ type timedExec struct {
 	sql  time.Duration
 }
 
-func (e *timedExec) Trial(ctx context.Context, stmt guard.Statement, lim engine.Limits) (*engine.Rows, error) {
+func (e *timedExec) Trial(ctx context.Context, stmt sealed.Statement, lim engine.Limits) (*engine.Rows, error) {
 	start := time.Now()
 	rows, err := engine.ConnExecutor{Conn: e.conn}.Trial(ctx, stmt, lim)
 	// The privilege and session queries are the engine's own work, not the

@@ -11,6 +11,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -61,7 +62,7 @@ func (s *search) limits(rows int) pg.Limits {
 }
 
 // explain returns the planner's total cost of st and its plan, summarized.
-func (s *search) explain(ctx context.Context, st guard.Statement) (float64, string, error) {
+func (s *search) explain(ctx context.Context, st sealed.Statement) (float64, string, error) {
 	ex, err := guard.Explain(st)
 	if err != nil {
 		return 0, "", err
@@ -78,7 +79,7 @@ func (s *search) explain(ctx context.Context, st guard.Statement) (float64, stri
 
 // reference runs the original for its result's shape, fingerprint and,
 // under ORDER BY, leading rows.
-func (s *search) reference(ctx context.Context, st guard.Statement) (reference, error) {
+func (s *search) reference(ctx context.Context, st sealed.Statement) (reference, error) {
 	ref := reference{ordered: topLevelOrdered(st)}
 	cols, types, head, err := s.shape(ctx, st, ref.ordered)
 	if err != nil {
@@ -91,7 +92,7 @@ func (s *search) reference(ctx context.Context, st guard.Statement) (reference, 
 
 // shape returns st's columns and, when ordered, its leading rows. Unordered,
 // it runs st under LIMIT 0: nothing is computed but the row description.
-func (s *search) shape(ctx context.Context, st guard.Statement, ordered bool) ([]string, []uint32, [][]*string, error) {
+func (s *search) shape(ctx context.Context, st sealed.Statement, ordered bool) ([]string, []uint32, [][]*string, error) {
 	run := st
 	rows := s.o.compareRows()
 	if !ordered {
@@ -114,7 +115,7 @@ func (s *search) shape(ctx context.Context, st guard.Statement, ordered bool) ([
 // fingerprint is the multiset fingerprint of st's whole result, computed
 // by the server: every row is produced in full (ROW(q.*) reads every
 // column) but only one row comes back.
-func (s *search) fingerprint(ctx context.Context, st guard.Statement) (string, error) {
+func (s *search) fingerprint(ctx context.Context, st sealed.Statement) (string, error) {
 	w, err := guard.Seal("SELECT pg_catalog.count(*), pg_catalog.sum(pg_catalog.hashtextextended(ROW(q.*)::text, 0)), "+
 		"pg_catalog.sum(pg_catalog.hashtextextended(ROW(q.*)::text, 7)) FROM ("+st.SQL()+") AS q", s.guardOptions(wrapperFunctions()...))
 	if err != nil {
@@ -138,7 +139,7 @@ func (s *search) fingerprint(ctx context.Context, st guard.Statement) (string, e
 
 // timed is one measured run: the fingerprint query, which produces every
 // row of st in full on the server.
-func (s *search) timed(ctx context.Context, st guard.Statement) (time.Duration, string, error) {
+func (s *search) timed(ctx context.Context, st sealed.Statement) (time.Duration, string, error) {
 	start := time.Now()
 	fp, err := s.fingerprint(ctx, st)
 	return time.Since(start), fp, err
@@ -257,7 +258,7 @@ func sameRow(a, b []*string) bool {
 
 // topLevelOrdered reports whether the statement's outermost SELECT has an
 // ORDER BY, so the order of its rows is part of its result.
-func topLevelOrdered(st guard.Statement) bool {
+func topLevelOrdered(st sealed.Statement) bool {
 	tree, err := pg_query.Parse(st.SQL())
 	if err != nil || len(tree.GetStmts()) != 1 {
 		return true // unknown: compare order, the stricter check
@@ -267,7 +268,7 @@ func topLevelOrdered(st guard.Statement) bool {
 
 // tableSet is the set of relations a statement reads, schema-qualified as
 // written ("orders", "public.orders").
-func tableSet(st guard.Statement) map[string]bool {
+func tableSet(st sealed.Statement) map[string]bool {
 	out := map[string]bool{}
 	for _, t := range guard.CheckedOf(st).Tables {
 		out[strings.ToLower(t.String())] = true
@@ -280,7 +281,7 @@ func tableSet(st guard.Statement) map[string]bool {
 // it is written ("public.orders" for "orders") is resolved, with the
 // original's, through the session's search_path. Only context errors are
 // returned; a failed resolution counts the table as new.
-func (s *search) newTable(ctx context.Context, st guard.Statement) (string, error) {
+func (s *search) newTable(ctx context.Context, st sealed.Statement) (string, error) {
 	var unknown []guard.TableRef
 	for _, t := range guard.CheckedOf(st).Tables {
 		if !s.tables[strings.ToLower(t.String())] {

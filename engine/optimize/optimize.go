@@ -23,6 +23,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -31,7 +32,7 @@ import (
 // session; it has engine.Executor's method, so the engine's and the
 // proxy's executors serve.
 type Executor interface {
-	Trial(ctx context.Context, stmt guard.Statement, lim pg.Limits) (*pg.Rows, error)
+	Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error)
 }
 
 // Model is how the optimizer talks to the model; the engine's stage Model
@@ -112,8 +113,8 @@ type Optimizer struct {
 // Request is one optimization.
 type Request struct {
 	Exec      Executor
-	Statement guard.Statement // the user's SQL, sealed
-	Question  string          // what the query answers, when known
+	Statement sealed.Statement // the user's SQL, sealed
+	Question  string           // what the query answers, when known
 	Guard     guard.Options
 	// Model, when set, is used instead of the Optimizer's LLM.
 	Model Model
@@ -157,14 +158,14 @@ type Step struct {
 	Reason      string
 	Cost        float64       // planner cost; 0 when it was not planned
 	Time        time.Duration // median measured time; 0 when not measured
-	stmt        guard.Statement
+	stmt        sealed.Statement
 }
 
 // Outcome is the result of an optimization.
 type Outcome struct {
-	Original guard.Statement
+	Original sealed.Statement
 	// Result is what to run: the chosen rewrite, or Original.
-	Result   guard.Statement
+	Result   sealed.Statement
 	Improved bool
 	// Reason says why Result is what it is, for people.
 	Reason                     string
@@ -223,7 +224,7 @@ func (o Outcome) Rejected() map[Verdict]int {
 
 // Optimize optimizes stmt with the Optimizer's guard options: the method
 // the engine's optimizer slot wraps.
-func (o *Optimizer) Optimize(ctx context.Context, exec Executor, stmt guard.Statement, question string) (Outcome, error) {
+func (o *Optimizer) Optimize(ctx context.Context, exec Executor, stmt sealed.Statement, question string) (Outcome, error) {
 	return o.Run(ctx, Request{Exec: exec, Statement: stmt, Question: question, Guard: o.Guard})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -107,7 +108,7 @@ func (f *fixture) optimizer() *optimize.Optimizer {
 	return &optimize.Optimizer{LLM: f.llm, Guard: f.opts, Tolerance: 9, MaxCalls: 40, Timeout: 20 * time.Second, CostSlack: -1}
 }
 
-func (f *fixture) seal(t *testing.T, sql string) guard.Statement {
+func (f *fixture) seal(t *testing.T, sql string) sealed.Statement {
 	t.Helper()
 	st, err := guard.Seal(sql, f.opts)
 	if err != nil {
@@ -270,7 +271,7 @@ func TestOriginalErrors(t *testing.T) {
 	if !errorsAs(err, &se) || se.Code != "42703" {
 		t.Fatalf("err = %v, want the server's 42703", err)
 	}
-	if _, err := f.optimizer().Optimize(ctx, f.exec, guard.Statement{}, ""); err != optimize.ErrNotSelect {
+	if _, err := f.optimizer().Optimize(ctx, f.exec, sealed.Statement{}, ""); err != optimize.ErrNotSelect {
 		t.Fatalf("zero statement: err = %v", err)
 	}
 	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {
