@@ -20,7 +20,7 @@ const CodeInvalidParameter = pg.CodeInvalidParameterValue
 // session, which runs one statement at a time.
 type serialExecutor struct {
 	mu    sync.Mutex
-	inner Executor
+	inner sealed.Executor
 }
 
 func (s *serialExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error) {

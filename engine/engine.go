@@ -103,8 +103,8 @@ type Request struct {
 	// User is the client's startup user, for logs. Whose privileges apply is
 	// asked of the session itself (current_user, which SET ROLE changes).
 	User     string
-	TxStatus TxStatus // the client's session status when it asked
-	Exec     Executor // the client's own upstream session
+	TxStatus TxStatus        // the client's session status when it asked
+	Exec     sealed.Executor // the client's own upstream session
 	// Profile names the profile (fast, balanced, max); "" for the
 	// database's or the engine's default.
 	Profile string
@@ -219,8 +219,8 @@ type ask struct {
 	profile *Profile
 	client  llm.Client // the engine's model client, counted against budget
 	budget  *budget
-	exec    Executor // req.Exec, one statement at a time
-	in      GenInput // prompt material, fixed once the schema is selected
+	exec    sealed.Executor // req.Exec, one statement at a time
+	in      GenInput        // prompt material, fixed once the schema is selected
 	cands   []*Candidate
 }
 

@@ -22,7 +22,7 @@ type gcdOptimizer struct{ o *optimize.Optimizer }
 
 // Optimize implements Optimizer: the chosen statement, or the confirmed
 // faster equivalent, and a one-line note for the trace.
-func (g gcdOptimizer) Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt sealed.Statement) (sealed.Statement, string, error) {
+func (g gcdOptimizer) Optimize(ctx context.Context, in *GenInput, m Model, exec sealed.Executor, stmt sealed.Statement) (sealed.Statement, string, error) {
 	out, err := g.o.Run(ctx, optimize.Request{Exec: exec, Statement: stmt, Question: in.Question, Guard: in.Guard, Model: m})
 	if err != nil {
 		return sealed.Statement{}, "", err

@@ -349,7 +349,7 @@ func (e *Engine) inspectSession(ctx context.Context, a *ask) error {
 
 // probeSession asks the session who it is, what its search_path resolves
 // to, and the facts in factsSQL.
-func (e *Engine) probeSession(ctx context.Context, exec Executor, schema *catalog.Schema) (*session, error) {
+func (e *Engine) probeSession(ctx context.Context, exec sealed.Executor, schema *catalog.Schema) (*session, error) {
 	rows, err := exec.Trial(ctx, guard.SessionProbe(), Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: 1 << 20})
 	if err != nil {
 		return nil, inspectError(ctx, err)
@@ -420,7 +420,7 @@ func inspectError(ctx context.Context, err error) error {
 
 // SessionNames reads, through exec (the asking client's session), how that
 // session resolves names, for sealing SQL outside Translate (optimize:).
-func (e *Engine) SessionNames(ctx context.Context, database string, exec Executor) (guard.Names, error) {
+func (e *Engine) SessionNames(ctx context.Context, database string, exec sealed.Executor) (guard.Names, error) {
 	e.once.Do(e.applyDefaults)
 	snap, err := e.Catalogs.Get(ctx, database)
 	if err != nil {

@@ -100,5 +100,5 @@ type Selector interface {
 // returns it unchanged. Whatever it returns was sealed by the guard and
 // checked on the asking session through exec.
 type Optimizer interface {
-	Optimize(ctx context.Context, in *GenInput, m Model, exec Executor, stmt sealed.Statement) (sealed.Statement, string, error)
+	Optimize(ctx context.Context, in *GenInput, m Model, exec sealed.Executor, stmt sealed.Statement) (sealed.Statement, string, error)
 }

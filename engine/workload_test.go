@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -258,7 +259,7 @@ GRANT SELECT (id, store_id, name) ON staff TO `+clerk+`;`); err != nil {
 	defer clerkConn.Close(ctx)
 	for _, tt := range []struct {
 		role         string
-		exec         Executor
+		exec         sealed.Executor
 		want, absent []string
 	}{
 		{"postgres", ConnExecutor{Conn: f.conn},

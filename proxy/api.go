@@ -7,7 +7,6 @@ import (
 
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/askreport"
-	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // Translator turns a natural-language question into SQL. The engine implements it.
@@ -23,7 +22,7 @@ type TranslateRequest struct {
 	TxStatus byte   // 'I', 'T' or 'E' from the last ReadyForQuery
 	// ClientEncoding is the session's client_encoding ("" until reported).
 	ClientEncoding string
-	Exec           Executor // runs sealed statements on this client's own upstream session
+	Exec           sealed.Executor // runs sealed statements on this client's own upstream session
 }
 
 // Translation is the engine's answer.
@@ -64,12 +63,6 @@ func TextRows(rows ...[]string) [][]*string {
 		}
 	}
 	return out
-}
-
-// Executor runs the engine's trial runs on the client's upstream session
-// while the client waits for its ask (engine.Executor).
-type Executor interface {
-	Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error)
 }
 
 // ErrExecutorClosed is returned by Executor.Trial outside a translation or

@@ -74,7 +74,7 @@ type stageFigure struct {
 	P50, P99 time.Duration
 }
 
-// timedExec is a pgconn-based engine.Executor, standing in for the proxy's
+// timedExec is a pgconn-based sealed.Executor, standing in for the proxy's
 // session executor, that adds up the time the SQL spends in Postgres.
 type timedExec struct {
 	conn *pgconn.PgConn

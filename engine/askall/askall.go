@@ -122,7 +122,7 @@ type Request struct {
 	Database string
 	User     string // startup user, for logs
 	TxStatus engine.TxStatus
-	Exec     engine.Executor // the asker's own session
+	Exec     sealed.Executor // the asker's own session
 	// PlanOnly settles each step's SQL but runs nothing for the answer
 	// (ask-sql(all):).
 	PlanOnly bool
@@ -213,7 +213,7 @@ func ErrText(err error) string {
 type target struct {
 	database string
 	snap     *catalog.Snapshot
-	exec     engine.Executor
+	exec     sealed.Executor
 	tx       engine.TxStatus
 	tables   map[string]bool // "schema.table" readable by the asker
 	conn     *pgconn.PgConn  // authenticator connection to close; nil for the asker's own

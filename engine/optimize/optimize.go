@@ -7,7 +7,7 @@
 // It never returns a query that is slower or not shown equivalent: the
 // original comes back then, with the reason.
 //
-// Every statement runs through the caller's Executor (engine.Executor
+// Every statement runs through the caller's Executor (sealed.Executor
 // satisfies it) as a guard-sealed Statement: read-only, bounded, on the
 // asking client's own session.
 package optimize
@@ -27,13 +27,6 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
-
-// Executor runs sealed statements read-only and bounded on the asking
-// session; it has engine.Executor's method, so the engine's and the
-// proxy's executors serve.
-type Executor interface {
-	Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error)
-}
 
 // Model is how the optimizer talks to the model; the engine's stage Model
 // satisfies it (calls then count against the ask's profile budget). An
@@ -112,7 +105,7 @@ type Optimizer struct {
 
 // Request is one optimization.
 type Request struct {
-	Exec      Executor
+	Exec      sealed.Executor
 	Statement sealed.Statement // the user's SQL, sealed
 	Question  string           // what the query answers, when known
 	Guard     guard.Options
@@ -224,7 +217,7 @@ func (o Outcome) Rejected() map[Verdict]int {
 
 // Optimize optimizes stmt with the Optimizer's guard options: the method
 // the engine's optimizer slot wraps.
-func (o *Optimizer) Optimize(ctx context.Context, exec Executor, stmt sealed.Statement, question string) (Outcome, error) {
+func (o *Optimizer) Optimize(ctx context.Context, exec sealed.Executor, stmt sealed.Statement, question string) (Outcome, error) {
 	return o.Run(ctx, Request{Exec: exec, Statement: stmt, Question: question, Guard: o.Guard})
 }
 
