@@ -560,6 +560,20 @@ func whole(pp *pipe, b []byte, n int) (complete, tooLarge bool) {
 	return len(b) >= 5+n, false
 }
 
+// held returns the body of the message at b (body length n) once it is all
+// in the buffer: wait until more bytes arrive, or ok false when it can never
+// be (larger than the buffer), and the session left the loop.
+func (l *eventLoop) held(ls *loopSess, pp *pipe, b []byte, n int) (body []byte, ok, wait bool) {
+	complete, tooLarge := whole(pp, b, n)
+	if tooLarge {
+		return nil, l.finish(ls, loopHandoff, nil), false
+	}
+	if !complete {
+		return nil, true, true
+	}
+	return b[5 : 5+n], true, false
+}
+
 // clientMsg handles one client message header at b: ok false if the session
 // left the loop, wait if more bytes must arrive first. What the message does
 // to the session is onClient's, called once the message can be passed on;
@@ -576,14 +590,9 @@ func (l *eventLoop) clientMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 		// A Query or Parse is judged whole, as the goroutine relay judges
 		// it (mightAsk, then queryAsk or parseAsk); a Terminate is the
 		// last thing passed on.
-		complete, tooLarge := whole(pp, b, n)
-		if tooLarge {
-			return l.finish(ls, loopHandoff, nil), false
+		if body, ok, wait = l.held(ls, pp, b, n); !ok || wait {
+			return ok, wait
 		}
-		if !complete {
-			return true, true
-		}
-		body = b[5 : 5+n]
 		if typ != feTerminate && s.loopAsks(typ, body) {
 			return l.finish(ls, loopHandoff, nil), false
 		}
@@ -632,14 +641,9 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 	}
 	var body []byte
 	if s.serverInspects(typ, n) {
-		complete, tooLarge := whole(pp, b, n)
-		if tooLarge {
-			return l.finish(ls, loopHandoff, nil), false
+		if body, ok, wait = l.held(ls, pp, b, n); !ok || wait {
+			return ok, wait
 		}
-		if !complete {
-			return true, true
-		}
-		body = b[5 : 5+n]
 	}
 	if s.onServer(typ, body) {
 		ls.drainAfterZ = true

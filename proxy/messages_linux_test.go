@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // transition is what one message did to the session's state, as onClient
@@ -126,52 +128,7 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 			rec.on.Store(true)
 
 			table := fmt.Sprintf("states_%s_%d", strings.ReplaceAll(m.name, "-", "_"), time.Now().UnixNano())
-			steps := []struct {
-				sql     string
-				wantErr bool
-			}{
-				{"SELECT 1", false},
-				{"SELECT 1/0", true},
-				{"BEGIN", false},
-				{"CREATE TEMP TABLE " + table + " (id int, s text)", false},
-				{"SELECT nosuchcol", true},
-				{"ROLLBACK", false},
-				{"SET application_name = 'states'", false},
-				{"CREATE TEMP TABLE " + table + " (id int, s text)", false},
-			}
-			for _, st := range steps {
-				_, err := pc.Exec(ctx, st.sql).ReadAll()
-				if (err != nil) != st.wantErr {
-					t.Fatalf("%s: %v", st.sql, err)
-				}
-			}
-			if _, err := pc.ExecParams(ctx, "SELECT $1::int + 1", [][]byte{[]byte("41")}, nil, nil, nil).Close(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := pc.ExecParams(ctx, "SELECT $1::int / 0", [][]byte{[]byte("1")}, nil, nil, nil).Close(); err == nil {
-				t.Fatal("division by zero succeeded")
-			}
-			p := pc.StartPipeline(ctx)
-			p.SendQueryParams("SELECT 2", nil, nil, nil, nil)
-			p.SendQueryParams("SELECT nosuchcol", nil, nil, nil, nil)
-			p.SendQueryParams("SELECT 3", nil, nil, nil, nil)
-			if err := p.Sync(); err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Join(pipelineResults(t, p, 10), ","); got != "2,err:42703,sync" {
-				t.Fatalf("pipeline: %s", got)
-			}
-			if err := p.Close(); err != nil {
-				t.Fatal(err)
-			}
-			in := "1\ta\n2\tb\n"
-			if tag, err := pc.CopyFrom(ctx, strings.NewReader(in), "COPY "+table+" FROM STDIN"); err != nil || tag.RowsAffected() != 2 {
-				t.Fatalf("copy from: %v %v", tag, err)
-			}
-			var out bytes.Buffer
-			if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM "+table+" ORDER BY id) TO STDOUT"); err != nil || out.String() != in {
-				t.Fatalf("copy to: %q %v", out.String(), err)
-			}
+			stateScript(ctx, t, pc, table)
 
 			switch {
 			case m.tracked:
@@ -216,6 +173,57 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 				t.Errorf("%s direction, %s vs %s:\n%s", dir.name, m.name, modes[0].name, diffTransitions(dir.want, dir.have))
 			}
 		}
+	}
+}
+
+// stateScript is the conversation TestStateTransitionsPerRelay drives.
+func stateScript(ctx context.Context, t *testing.T, pc *pgconn.PgConn, table string) {
+	t.Helper()
+	steps := []struct {
+		sql     string
+		wantErr bool
+	}{
+		{"SELECT 1", false},
+		{"SELECT 1/0", true},
+		{"BEGIN", false},
+		{"CREATE TEMP TABLE " + table + " (id int, s text)", false},
+		{"SELECT nosuchcol", true},
+		{"ROLLBACK", false},
+		{"SET application_name = 'states'", false},
+		{"CREATE TEMP TABLE " + table + " (id int, s text)", false},
+	}
+	for _, st := range steps {
+		_, err := pc.Exec(ctx, st.sql).ReadAll()
+		if (err != nil) != st.wantErr {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+	if _, err := pc.ExecParams(ctx, "SELECT $1::int + 1", [][]byte{[]byte("41")}, nil, nil, nil).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.ExecParams(ctx, "SELECT $1::int / 0", [][]byte{[]byte("1")}, nil, nil, nil).Close(); err == nil {
+		t.Fatal("division by zero succeeded")
+	}
+	p := pc.StartPipeline(ctx)
+	p.SendQueryParams("SELECT 2", nil, nil, nil, nil)
+	p.SendQueryParams("SELECT nosuchcol", nil, nil, nil, nil)
+	p.SendQueryParams("SELECT 3", nil, nil, nil, nil)
+	if err := p.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(pipelineResults(t, p, 10), ","); got != "2,err:42703,sync" {
+		t.Fatalf("pipeline: %s", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in := "1\ta\n2\tb\n"
+	if tag, err := pc.CopyFrom(ctx, strings.NewReader(in), "COPY "+table+" FROM STDIN"); err != nil || tag.RowsAffected() != 2 {
+		t.Fatalf("copy from: %v %v", tag, err)
+	}
+	var out bytes.Buffer
+	if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM "+table+" ORDER BY id) TO STDOUT"); err != nil || out.String() != in {
+		t.Fatalf("copy to: %q %v", out.String(), err)
 	}
 }
 
