@@ -33,12 +33,6 @@ func (k CacheKey) hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Translation and CacheBackend are defined in catalog/memory (see Pair).
-type (
-	Translation  = memory.Translation
-	CacheBackend = memory.CacheBackend
-)
-
 // NormalizeQuestion folds case, whitespace and trailing punctuation so that
 // "How many orders?" and "how many  orders" share a cache entry.
 func NormalizeQuestion(q string) string { return memory.NormalizeQuestion(q) }
@@ -54,7 +48,7 @@ type Cache struct {
 	now func() time.Time
 	// Backend, when set (before first use), is consulted on a local miss
 	// and written through on Put.
-	Backend CacheBackend
+	Backend memory.CacheBackend
 
 	mu    sync.Mutex
 	order *list.List // front = most recent
@@ -63,7 +57,7 @@ type Cache struct {
 
 type cacheEntry struct {
 	key     string
-	t       Translation
+	t       memory.Translation
 	expires time.Time
 }
 
@@ -74,46 +68,46 @@ func NewCache(max int, ttl time.Duration) *Cache {
 }
 
 // Get returns the cached translation for k.
-func (c *Cache) Get(k CacheKey) (Translation, bool) {
+func (c *Cache) Get(k CacheKey) (memory.Translation, bool) {
 	if c == nil || c.max <= 0 {
-		return Translation{}, false
+		return memory.Translation{}, false
 	}
 	h := k.hash()
 	if t, ok := c.getLocal(h); ok {
 		return t, true
 	}
 	if c.Backend == nil {
-		return Translation{}, false
+		return memory.Translation{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 	defer cancel()
 	t, ok, err := c.Backend.GetTranslation(ctx, h)
 	if err != nil || !ok {
-		return Translation{}, false
+		return memory.Translation{}, false
 	}
 	c.putLocal(h, t)
 	return t, true
 }
 
-func (c *Cache) getLocal(h string) (Translation, bool) {
+func (c *Cache) getLocal(h string) (memory.Translation, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[h]
 	if !ok {
-		return Translation{}, false
+		return memory.Translation{}, false
 	}
 	e := el.Value.(*cacheEntry)
 	if c.now().After(e.expires) {
 		c.order.Remove(el)
 		delete(c.items, h)
-		return Translation{}, false
+		return memory.Translation{}, false
 	}
 	c.order.MoveToFront(el)
 	return e.t, true
 }
 
 // Put stores t for k.
-func (c *Cache) Put(k CacheKey, t Translation) {
+func (c *Cache) Put(k CacheKey, t memory.Translation) {
 	if c == nil || c.max <= 0 || c.ttl <= 0 {
 		return
 	}
@@ -126,7 +120,7 @@ func (c *Cache) Put(k CacheKey, t Translation) {
 	}
 }
 
-func (c *Cache) putLocal(h string, t Translation) {
+func (c *Cache) putLocal(h string, t memory.Translation) {
 	if c.ttl <= 0 {
 		return
 	}

@@ -13,9 +13,6 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// CodeInvalidParameter: an ask named a profile that does not exist.
-const CodeInvalidParameter = pg.CodeInvalidParameterValue
-
 // serialExecutor lets the parallel stages of one ask share the asking
 // session, which runs one statement at a time.
 type serialExecutor struct {
@@ -38,12 +35,12 @@ type runner struct {
 	a *ask
 }
 
-func (r runner) Run(ctx context.Context, sql string) (*Rows, error) {
+func (r runner) Run(ctx context.Context, sql string) (*pg.Rows, error) {
 	stmt, err := guard.Seal(sql, r.e.guardOptions(r.a))
 	if err != nil {
 		return nil, err
 	}
-	return r.a.exec.Trial(ctx, stmt, Limits{Timeout: r.e.TrialTimeout, MaxRows: r.e.TrialRows, MaxBytes: r.e.TrialMaxBytes})
+	return r.a.exec.Trial(ctx, stmt, pg.Limits{Timeout: r.e.TrialTimeout, MaxRows: r.e.TrialRows, MaxBytes: r.e.TrialMaxBytes})
 }
 
 // candidates runs the profile's generators (at most Parallel at once), fixes
@@ -238,7 +235,7 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 	last := "was not produced"
 	guardOnly, deniedOnly, tooMuch := len(cands) > 0, len(cands) > 0, len(cands) > 0
 	for _, c := range cands {
-		if c.Code != CodeProgramLimitExceeded {
+		if c.Code != pg.CodeProgramLimitExceeded {
 			tooMuch = false
 		}
 		if c.Problem != "" {
@@ -247,22 +244,22 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 		if !strings.HasPrefix(c.Problem, "rejected by the guard") {
 			guardOnly = false
 		}
-		if c.Code != CodeInsufficientPriv {
+		if c.Code != pg.CodeInsufficientPrivilege {
 			deniedOnly = false
 		}
 	}
-	code, hint := CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
+	code, hint := pg.CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
 	switch {
 	case tooMuch:
-		code = CodeProgramLimitExceeded
+		code = pg.CodeProgramLimitExceeded
 		hint = "Every attempt asked more of the server than nlproxy allows (nesting, subqueries, CTEs or sizes). Ask for less at once, or narrow the question."
 	case guardOnly:
-		code = CodeInsufficientPriv
+		code = pg.CodeInsufficientPrivilege
 		hint = "nlproxy only runs read-only SELECT statements it can verify. " + hint
 	case deniedOnly:
 		// Every attempt read something the asking role may not: that, not
 		// the wording, is what stands in the way.
-		code = CodeInsufficientPriv
+		code = pg.CodeInsufficientPrivilege
 		hint = "The question needs data your role may not read; ask its owner for SELECT, or ask about tables you can read."
 	}
 	msg := fmt.Sprintf("nlproxy: no usable SQL after %d fixes; the last attempt %s", rounds, last)
@@ -286,7 +283,7 @@ func abstainUnanswerable(cands []*Candidate) error {
 	if len(reasons) > 0 {
 		detail = "Missing: " + strings.Join(reasons, "; ")
 	}
-	return &pg.Error{Code: CodeAbstained, Message: msg, Detail: detail,
+	return &pg.Error{Code: pg.CodeAbstained, Message: msg, Detail: detail,
 		Hint: "Ask about what the tables hold (SELECT * FROM information_schema.tables shows them), or name the table or column you mean."}
 }
 
@@ -296,7 +293,7 @@ func abstainDisagreement(conf float64, chosen *Candidate, alts []*Candidate) err
 	for i, c := range append([]*Candidate{chosen}, alts...) {
 		fmt.Fprintf(&b, "\n%d. %s", i+1, oneLine(c.SQL))
 	}
-	return &pg.Error{Code: CodeAbstained, Message: fmt.Sprintf("nlproxy: the question has several readings and none is clearly right (confidence %.2f)", conf),
+	return &pg.Error{Code: pg.CodeAbstained, Message: fmt.Sprintf("nlproxy: the question has several readings and none is clearly right (confidence %.2f)", conf),
 		Detail: b.String(),
 		Hint:   "Say which reading you mean: name the columns to return, the filters and the time range; or run one of the readings with ask-sql:."}
 }

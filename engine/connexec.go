@@ -26,7 +26,7 @@ type ConnExecutor struct {
 }
 
 // Trial implements Executor.
-func (e ConnExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim Limits) (*pg.Rows, error) {
+func (e ConnExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error) {
 	if stmt.IsZero() {
 		return nil, errors.New("engine: empty statement")
 	}
@@ -67,7 +67,7 @@ func (e ConnExecutor) Trial(ctx context.Context, stmt sealed.Statement, lim Limi
 	return rows, nil
 }
 
-func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt sealed.Statement, lim Limits, run func([]string) error) (*pg.Rows, error) {
+func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt sealed.Statement, lim pg.Limits, run func([]string) error) (*pg.Rows, error) {
 	if err := run(scope.Enter); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt seale
 		return nil, serverError(err)
 	}
 	if tooLarge {
-		return nil, ErrResultTooLarge
+		return nil, pg.ErrResultTooLarge
 	}
 	out.Tag = tag.String()
 	return out, nil

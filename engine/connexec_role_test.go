@@ -62,7 +62,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 		}
 		return st
 	}
-	lim := Limits{Timeout: 5 * time.Second, MaxRows: 100, MaxBytes: 1 << 20}
+	lim := pg.Limits{Timeout: 5 * time.Second, MaxRows: 100, MaxBytes: 1 << 20}
 	tests := []struct {
 		name, role, sql string
 		want            string // rows joined, when no error
@@ -80,7 +80,7 @@ GRANT SELECT ON secret TO ` + auth + `;`
 	}
 	// The scope itself is read-only even for a role that may write.
 	t.Run("scope is read-only", func(t *testing.T) {
-		scope, err := sealed.TrialScopeAs(sealed.Statement{}, TxIdle, time.Second, alice)
+		scope, err := sealed.TrialScopeAs(sealed.Statement{}, pg.TxIdle, time.Second, alice)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
@@ -72,7 +73,7 @@ type Engine struct {
 	DatabaseProfiles map[string]string
 	// Pairs remembers question→SQL pairs per database for few-shot examples
 	// (nil: in this process only).
-	Pairs PairStore
+	Pairs memory.PairStore
 	// Workload is what the statements each database runs taught (nil: no
 	// learning): join paths, column use and example queries.
 	Workload Workload
@@ -103,7 +104,7 @@ type Request struct {
 	// User is the client's startup user, for logs. Whose privileges apply is
 	// asked of the session itself (current_user, which SET ROLE changes).
 	User     string
-	TxStatus TxStatus        // the client's session status when it asked
+	TxStatus pg.TxStatus     // the client's session status when it asked
 	Exec     sealed.Executor // the client's own upstream session
 	// Profile names the profile (fast, balanced, max); "" for the
 	// database's or the engine's default.
@@ -132,11 +133,11 @@ type Result struct {
 	// Optimized says what the optimizer did ("" when it did not run).
 	Optimized string
 
-	cachedRewrites []LiteralRewrite
+	cachedRewrites []memory.LiteralRewrite
 }
 
 // Rewrites are the literals literal correction changed in the answer.
-func (r *Result) Rewrites() []LiteralRewrite {
+func (r *Result) Rewrites() []memory.LiteralRewrite {
 	if r.Cached {
 		return r.cachedRewrites
 	}
@@ -263,14 +264,14 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if strings.TrimSpace(a.req.Question) == "" {
 		return nil, &pg.Error{Code: pg.CodeSyntaxError, Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask: how many orders are open? */"}
 	}
-	if a.req.TxStatus == TxFailed {
+	if a.req.TxStatus == pg.TxFailed {
 		return nil, pg.ErrFailedTransaction
 	}
 	st := a.trace.begin("catalog")
 	snap, err := e.Catalogs.Get(ctx, a.req.Database)
 	a.trace.end(st)
 	if err != nil {
-		return nil, &pg.Error{Code: CodeSystemError, Message: "nlproxy: the catalog of database " + a.req.Database + " is not available", Err: err,
+		return nil, &pg.Error{Code: pg.CodeSystemError, Message: "nlproxy: the catalog of database " + a.req.Database + " is not available", Err: err,
 			Hint: "Check that nlproxy's catalog role can connect and read the schema; see the proxy log."}
 	}
 	a.snap = snap
@@ -331,7 +332,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
+	e.Cache.Put(key, memory.Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
 	return res, nil
 }
 
@@ -339,11 +340,11 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 // read none of the database's tables, or the catalog saw none.
 func noTables(a *ask, all int) error {
 	if all > 0 {
-		return &pg.Error{Code: CodeInsufficientPriv,
+		return &pg.Error{Code: pg.CodeInsufficientPrivilege,
 			Message: fmt.Sprintf("nlproxy: role %s may read none of the %d tables of database %s", a.role(), all, a.req.Database),
 			Hint:    "Questions are answered from the tables and columns your role may SELECT; ask their owner for SELECT (GRANT SELECT ON … TO your role)."}
 	}
-	return &pg.Error{Code: CodeUndefinedTable,
+	return &pg.Error{Code: pg.CodeUndefinedTable,
 		Message: "nlproxy: database " + a.req.Database + " has no tables the catalog can see",
 		Hint:    "Create the tables first, or check that nlproxy's catalog role may read them (README, \"The catalog\")."}
 }
@@ -355,8 +356,8 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 		e.Logger.Warn("remembered pairs unavailable", zap.String("database", a.req.Database), zap.Error(err))
 		return nil
 	}
-	usable := func(p Pair) bool { return e.pairUsable(a, p) }
-	sp, ok := e.Pairs.(SimilarPairStore)
+	usable := func(p memory.Pair) bool { return e.pairUsable(a, p) }
+	sp, ok := e.Pairs.(memory.SimilarPairStore)
 	if !ok {
 		return similarPairs(a.req.Question, pairs, maxExamples, usable)
 	}
@@ -364,7 +365,7 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 	// Candidates beyond maxExamples leave room for those the asker may not
 	// see.
 	near, err := sp.SimilarPairs(ctx, a.req.Database, a.req.Question, 4*maxExamples)
-	if err != nil && !errors.Is(err, ErrNoEmbedder) {
+	if err != nil && !errors.Is(err, memory.ErrNoEmbedder) {
 		e.Logger.Debug("pairs ranked by words only", zap.String("database", a.req.Database), zap.Error(err))
 	}
 	var out []prompts.Example
@@ -392,7 +393,7 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 // from the workload is shown to every role, so it is held to the workload
 // queries' rule: its text names no column of its tables the asker may not
 // read either.
-func (e *Engine) pairUsable(a *ask, p Pair) bool {
+func (e *Engine) pairUsable(a *ask, p memory.Pair) bool {
 	if p.Role != "" && (a.sess == nil || p.Role != a.sess.role) {
 		return false
 	}
@@ -416,7 +417,7 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 		}
 		tables = append(tables, t)
 	}
-	if p.Source != PairWorkload {
+	if p.Source != memory.PairWorkload {
 		return true
 	}
 	lx := e.lex.get(a.schema0)
@@ -433,7 +434,7 @@ func (e *Engine) rememberAccepted(ctx context.Context, a *ask, stmt sealed.State
 	if a.sess != nil && len(a.sess.secured) > 0 {
 		return // SQL shaped by row-level security is not shared as an example
 	}
-	err := e.Pairs.AddPair(ctx, a.req.Database, Pair{Question: a.req.Question, SQL: stmt.Display(), Source: PairAccepted, Role: a.sess.role, At: time.Now()})
+	err := e.Pairs.AddPair(ctx, a.req.Database, memory.Pair{Question: a.req.Question, SQL: stmt.Display(), Source: memory.PairAccepted, Role: a.sess.role, At: time.Now()})
 	if err != nil {
 		e.Logger.Warn("remembering a pair failed", zap.String("database", a.req.Database), zap.Error(err))
 	}
@@ -455,7 +456,7 @@ func (e *Engine) AddPair(ctx context.Context, database, question, sql string) er
 	if err != nil {
 		return fmt.Errorf("engine: pair for %q: %w", question, err)
 	}
-	return e.Pairs.AddPair(ctx, database, Pair{Question: question, SQL: stmt.Display(), Source: PairOperator, At: time.Now()})
+	return e.Pairs.AddPair(ctx, database, memory.Pair{Question: question, SQL: stmt.Display(), Source: memory.PairOperator, At: time.Now()})
 }
 
 // role is the role the ask runs as, once known.
@@ -485,12 +486,12 @@ const maxInternalBytes = 64 << 20
 
 // internalQuery runs one of the engine's own catalog queries on the asking
 // session, through the same guard and executor as generated SQL.
-func (e *Engine) internalQuery(ctx context.Context, a *ask, sql string, maxRows int) (*Rows, error) {
+func (e *Engine) internalQuery(ctx context.Context, a *ask, sql string, maxRows int) (*pg.Rows, error) {
 	stmt, err := e.internal.seal(sql)
 	if err != nil {
 		return nil, fmt.Errorf("engine: internal query refused: %w", err)
 	}
-	return a.req.Exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: maxRows, MaxBytes: maxInternalBytes})
+	return a.req.Exec.Trial(ctx, stmt, pg.Limits{Timeout: e.TrialTimeout, MaxRows: maxRows, MaxBytes: maxInternalBytes})
 }
 
 // extractKeywords asks the small model for keywords and entities; when its
@@ -583,9 +584,9 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	var fallback *Candidate // ran without error, but with an empty/NULL-heavy result
 	softFixed := false
 	sql := c.SQL
-	var rewrites []LiteralRewrite // those in sql
+	var rewrites []memory.LiteralRewrite // those in sql
 	for round := 0; ; round++ {
-		var rw []LiteralRewrite
+		var rw []memory.LiteralRewrite
 		sql, rw = e.correctLiterals(ctx, a, sql)
 		rewrites = append(rewrites, rw...)
 		stmt, rows, prob, err := e.check(ctx, a, sql)
@@ -633,7 +634,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 }
 
 // check seals sql (the guard) and trial-runs it; a nil problem means usable.
-func (e *Engine) check(ctx context.Context, a *ask, sql string) (sealed.Statement, *Rows, *Problem, error) {
+func (e *Engine) check(ctx context.Context, a *ask, sql string) (sealed.Statement, *pg.Rows, *Problem, error) {
 	st := a.trace.begin("check")
 	defer a.trace.end(st)
 	stmt, err := guard.Seal(sql, e.guardOptions(a))
@@ -645,15 +646,15 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (sealed.Statemen
 		}
 		return sealed.Statement{}, nil, nil, err
 	}
-	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
+	rows, err := a.exec.Trial(ctx, stmt, pg.Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
 		var se *pg.Error
 		if errors.As(err, &se) && ctx.Err() == nil {
 			st.Note = "trial: " + se.Error()
 			return stmt, nil, &Problem{ExecErr: se}, nil
 		}
-		if errors.Is(err, ErrResultTooLarge) {
-			return sealed.Statement{}, nil, nil, &pg.Error{Code: CodeProgramLimitExceeded,
+		if errors.Is(err, pg.ErrResultTooLarge) {
+			return sealed.Statement{}, nil, nil, &pg.Error{Code: pg.CodeProgramLimitExceeded,
 				Message: fmt.Sprintf("nlproxy: the generated query's rows exceed %d bytes in the trial run", e.TrialMaxBytes),
 				Hint:    "Ask for fewer or smaller columns, or raise the trial byte limit.", Err: err}
 		}
@@ -685,7 +686,7 @@ func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature 
 
 // nullHeavyColumns are columns NULL in at least 80% of a result of 3+ rows,
 // the CHESS/CHASE signal of a wrong join or column.
-func nullHeavyColumns(rows *Rows) []string {
+func nullHeavyColumns(rows *pg.Rows) []string {
 	if len(rows.Values) < 3 {
 		return nil
 	}
@@ -706,7 +707,7 @@ func nullHeavyColumns(rows *Rows) []string {
 
 // SampleOf is the first n rows of a result as prompts show them (NULL as
 // "NULL").
-func SampleOf(rows *Rows, n int) *prompts.Sample {
+func SampleOf(rows *pg.Rows, n int) *prompts.Sample {
 	if rows == nil {
 		return nil
 	}
@@ -777,20 +778,20 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 		if le != nil && le.Step != "" {
 			msg += " (step " + le.Step + ")"
 		}
-		return &pg.Error{Code: CodeQueryCanceled, Message: msg,
+		return &pg.Error{Code: pg.CodeQueryCanceled, Message: msg,
 			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
-		return &pg.Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
+		return &pg.Error{Code: pg.CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
 			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
-		return &pg.Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
+		return &pg.Error{Code: pg.CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):
-		return &pg.Error{Code: CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint, Err: err}
+		return &pg.Error{Code: pg.CodeSystemError, Message: "nlproxy: cannot reach the Ollama server", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrBadOutput):
-		return &pg.Error{Code: CodeNoUsableSQL, Message: "nlproxy: the model did not produce usable SQL",
+		return &pg.Error{Code: pg.CodeNoUsableSQL, Message: "nlproxy: the model did not produce usable SQL",
 			Hint: "Rephrase the question or use a stronger generator model.", Err: err}
 	case errors.Is(err, llm.ErrServer) || errors.Is(err, llm.ErrNoModel):
-		return &pg.Error{Code: CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint, Err: err}
+		return &pg.Error{Code: pg.CodeSystemError, Message: "nlproxy: the model server failed", Hint: hint, Err: err}
 	}
-	return &pg.Error{Code: CodeInternalError, Message: "nlproxy: internal error while translating the question", Err: err}
+	return &pg.Error{Code: pg.CodeInternalError, Message: "nlproxy: internal error while translating the question", Err: err}
 }

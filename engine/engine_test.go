@@ -81,7 +81,7 @@ func (f *fixture) engine(t *testing.T) *Engine {
 }
 
 func (f *fixture) request(q string) Request {
-	return Request{Question: q, Database: "postgres", User: "postgres", TxStatus: TxIdle, Exec: ConnExecutor{Conn: f.conn}}
+	return Request{Question: q, Database: "postgres", User: "postgres", TxStatus: pg.TxIdle, Exec: ConnExecutor{Conn: f.conn}}
 }
 
 // ownRequest is request on a connection of its own: an ask cut short by a
@@ -156,7 +156,7 @@ func TestTranslate(t *testing.T) {
 			keywords:  `{"keywords": ["sales"]}`,
 			candidate: sqlReply("DELETE FROM sales"),
 			fixes:     []string{sqlReply("DROP TABLE sales"), sqlReply("WITH d AS (DELETE FROM sales RETURNING *) SELECT count(*) FROM d"), sqlReply("DELETE FROM sales WHERE id = 1")},
-			wantCode:  CodeInsufficientPriv,
+			wantCode:  pg.CodeInsufficientPrivilege,
 			wantCalls: 4, // fast: keywords + candidate + 2 fixes
 		},
 		{
@@ -165,7 +165,7 @@ func TestTranslate(t *testing.T) {
 			keywords:  `{"keywords": ["bump"]}`,
 			candidate: sqlReply("SELECT bump()"),
 			fixes:     []string{sqlReply("SELECT bump()"), sqlReply("SELECT bump()"), sqlReply("SELECT bump()")},
-			wantCode:  CodeInsufficientPriv,
+			wantCode:  pg.CodeInsufficientPrivilege,
 			wantCalls: 4, // fast: keywords + candidate + 2 fixes
 		},
 	}
@@ -246,8 +246,8 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		// Returning at all shows the timeout: the model never answers.
 		_, err := slow.Translate(ctx, f.ownRequest(t, "count stores slowly"))
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled {
-			t.Fatalf("err = %v, want %s", err, CodeQueryCanceled)
+		if !errors.As(err, &ee) || ee.Code != pg.CodeQueryCanceled {
+			t.Fatalf("err = %v, want %s", err, pg.CodeQueryCanceled)
 		}
 	})
 	t.Run("cancel", func(t *testing.T) {
@@ -255,13 +255,13 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		time.AfterFunc(200*time.Millisecond, cancel)
 		_, err := eng.Translate(cctx, f.ownRequest(t, "count stores slowly please"))
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeQueryCanceled || !errors.Is(err, context.Canceled) {
+		if !errors.As(err, &ee) || ee.Code != pg.CodeQueryCanceled || !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want cancellation", err)
 		}
 	})
 	t.Run("failed transaction", func(t *testing.T) {
 		req := f.request("anything")
-		req.TxStatus = TxFailed
+		req.TxStatus = pg.TxFailed
 		_, err := eng.Translate(ctx, req)
 		if !errors.Is(err, pg.ErrFailedTransaction) {
 			t.Fatalf("err = %v", err)
@@ -277,8 +277,8 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 		down.Cache = nil
 		_, err = down.Translate(ctx, f.ownRequest(t, "how many stores"))
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeSystemError || !strings.Contains(ee.Hint, "ollama serve") {
-			t.Fatalf("err = %v (hint %q), want %s with an `ollama serve` hint", err, hintOf(err), CodeSystemError)
+		if !errors.As(err, &ee) || ee.Code != pg.CodeSystemError || !strings.Contains(ee.Hint, "ollama serve") {
+			t.Fatalf("err = %v (hint %q), want %s with an `ollama serve` hint", err, hintOf(err), pg.CodeSystemError)
 		}
 	})
 }
@@ -391,7 +391,7 @@ func TestPrivilegesNothingReadable(t *testing.T) {
 	req.User, req.Exec = role, ConnExecutor{Conn: conn}
 	_, err = f.engine(t).Translate(ctx, req)
 	var ee *pg.Error
-	if !errors.As(err, &ee) || ee.Code != CodeInsufficientPriv || !strings.Contains(ee.Message, role) || !strings.Contains(ee.Hint, "GRANT SELECT") {
+	if !errors.As(err, &ee) || ee.Code != pg.CodeInsufficientPrivilege || !strings.Contains(ee.Message, role) || !strings.Contains(ee.Hint, "GRANT SELECT") {
 		t.Fatalf("err = %v, want 42501 naming the role with the privileges hint", err)
 	}
 	if n := len(f.fake.RequestsTo(fakeollama.RouteChat)); n != 0 {

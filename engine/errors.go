@@ -6,26 +6,11 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
-// SQLSTATEs the engine answers with (internal/pg names every code). Class
-// 08 is avoided on purpose: pools (HikariCP, pgx) treat it as "connection
-// broken" and would drop a healthy session.
-const (
-	CodeFeatureNotSupported  = pg.CodeFeatureNotSupported
-	CodeInFailedTransaction  = pg.CodeInFailedTransaction
-	CodeInsufficientPriv     = pg.CodeInsufficientPrivilege
-	CodeUndefinedObject      = pg.CodeUndefinedObject // configured model not present in Ollama
-	CodeUndefinedTable       = pg.CodeUndefinedTable
-	CodeProgramLimitExceeded = pg.CodeProgramLimitExceeded
-	CodeQueryCanceled        = pg.CodeQueryCanceled
-	CodeSystemError          = pg.CodeSystemError // model server unreachable or failing
-	CodeInternalError        = pg.CodeInternalError
-	CodeNoUsableSQL          = pg.CodeNoUsableSQL
-	CodeAbstained            = pg.CodeAbstained
-)
-
 // What Translate returns on failure is a *pg.Error (internal/pg's one
 // server error): a SQLSTATE, a one-line message and a hint for the person
-// at the client, wrapping the cause for logs and errors.Is.
+// at the client, wrapping the cause for logs and errors.Is. Its codes are
+// internal/pg's; class 08 is avoided on purpose: pools (HikariCP, pgx)
+// treat it as "connection broken" and would drop a healthy session.
 
 // Failed wraps the error of an ask that got past choosing its profile with
 // what the ask did until it failed, for audit logs, metrics and the admin

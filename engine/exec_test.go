@@ -60,26 +60,26 @@ func TestConnExecutorTrial(t *testing.T) {
 		}
 		return st
 	}
-	lim := Limits{Timeout: 2 * time.Second, MaxRows: 10, MaxBytes: 1 << 20}
+	lim := pg.Limits{Timeout: 2 * time.Second, MaxRows: 10, MaxBytes: 1 << 20}
 
 	tests := []struct {
 		name     string
 		setup    string // run by the "client" first
 		sql      string
 		allow    []string
-		lim      *Limits
+		lim      *pg.Limits
 		wantCode string // SQLSTATE expected from the trial, "" for success
 		wantErr  error
 		wantRows int
-		after    TxStatus
+		after    pg.TxStatus
 	}{
-		{name: "idle select bounded", sql: "SELECT id FROM t ORDER BY id;", wantRows: 10, after: TxIdle},
-		{name: "idle write refused by read-only tx", sql: "SELECT public.bump()", allow: []string{"public.bump"}, wantCode: "25006", after: TxIdle},
-		{name: "idle statement timeout", sql: "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", wantCode: "57014", after: TxIdle},
-		{name: "idle byte limit", sql: "SELECT repeat('x', 100000) FROM t", lim: &Limits{Timeout: time.Minute, MaxRows: 10, MaxBytes: 1000}, wantErr: ErrResultTooLarge, after: TxIdle},
-		{name: "in transaction error leaves tx usable", setup: "BEGIN", sql: "SELECT nope FROM t", wantCode: "42703", after: TxInTx},
-		{name: "in transaction write refused", setup: "BEGIN", sql: "SELECT public.bump() FROM t", allow: []string{"public.bump"}, wantCode: "25006", after: TxInTx},
-		{name: "in transaction select", setup: "BEGIN", sql: "SELECT id FROM t -- trailing comment", wantRows: 10, after: TxInTx},
+		{name: "idle select bounded", sql: "SELECT id FROM t ORDER BY id;", wantRows: 10, after: pg.TxIdle},
+		{name: "idle write refused by read-only tx", sql: "SELECT public.bump()", allow: []string{"public.bump"}, wantCode: "25006", after: pg.TxIdle},
+		{name: "idle statement timeout", sql: "SELECT count(*) FROM generate_series(1, 1000000) a, generate_series(1, 1000000) b", wantCode: "57014", after: pg.TxIdle},
+		{name: "idle byte limit", sql: "SELECT repeat('x', 100000) FROM t", lim: &pg.Limits{Timeout: time.Minute, MaxRows: 10, MaxBytes: 1000}, wantErr: pg.ErrResultTooLarge, after: pg.TxIdle},
+		{name: "in transaction error leaves tx usable", setup: "BEGIN", sql: "SELECT nope FROM t", wantCode: "42703", after: pg.TxInTx},
+		{name: "in transaction write refused", setup: "BEGIN", sql: "SELECT public.bump() FROM t", allow: []string{"public.bump"}, wantCode: "25006", after: pg.TxInTx},
+		{name: "in transaction select", setup: "BEGIN", sql: "SELECT id FROM t -- trailing comment", wantRows: 10, after: pg.TxInTx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,10 +107,10 @@ func TestConnExecutorTrial(t *testing.T) {
 			case len(rows.Values) != tt.wantRows || !rows.Truncated:
 				t.Fatalf("rows = %d (truncated %v), want %d of more", len(rows.Values), rows.Truncated, tt.wantRows)
 			}
-			if got := TxStatus(conn.TxStatus()); got != tt.after {
+			if got := pg.TxStatus(conn.TxStatus()); got != tt.after {
 				t.Fatalf("session tx status after trial = %c, want %c", got, tt.after)
 			}
-			if tt.after == TxInTx {
+			if tt.after == pg.TxInTx {
 				// The client's transaction still works, and is read-write again.
 				exec("CREATE TEMP TABLE IF NOT EXISTS scratch (x int); INSERT INTO scratch VALUES (1)")
 			}

@@ -17,27 +17,15 @@ import (
 // result (often empty) goes to the fixer instead.
 const minLiteralScore = 0.6
 
-// LiteralRewrite is defined in catalog/memory (a cached translation keeps
-// its rewrites).
-type LiteralRewrite = memory.LiteralRewrite
-
-// Kinds of literal rewrites.
-const (
-	RewriteCase  = memory.RewriteCase
-	RewriteSpace = memory.RewriteSpace
-	RewriteValue = memory.RewriteValue
-	RewriteCode  = memory.RewriteCode
-)
-
 // rewriteKind classifies a rewrite of a plain literal.
 func rewriteKind(from, to string) string {
 	switch {
 	case strings.Join(strings.Fields(from), " ") == strings.Join(strings.Fields(to), " "):
-		return RewriteSpace
+		return memory.RewriteSpace
 	case strings.EqualFold(from, to):
-		return RewriteCase
+		return memory.RewriteCase
 	}
-	return RewriteValue
+	return memory.RewriteValue
 }
 
 // sqlString quotes s as an SQL string constant (standard conforming).
@@ -53,7 +41,7 @@ func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") 
 // index may be stale, sampled or cut): a query that already finds what it
 // compares with is never changed. It returns the SQL and what it changed;
 // Engine.NoLiteralCorrection turns it off.
-func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (string, []LiteralRewrite) {
+func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (string, []memory.LiteralRewrite) {
 	if e.NoLiteralCorrection || a.snap == nil || a.snap.Values == nil || a.exec == nil {
 		return sql, nil
 	}
@@ -68,7 +56,7 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (strin
 	st := a.trace.begin("literals")
 	defer a.trace.end(st)
 	var reps []guard.Replacement
-	var done []LiteralRewrite
+	var done []memory.LiteralRewrite
 	var notes []string
 	for _, lit := range lits {
 		pattern := strings.HasSuffix(lit.Op, "LIKE")
@@ -82,13 +70,13 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (strin
 				// index, read by the catalog role, must not say what exists.
 				break
 			}
-			var rw LiteralRewrite
+			var rw memory.LiteralRewrite
 			if pattern {
 				value, ok := e.correctPattern(ctx, a, table, lit)
 				if !ok {
 					break
 				}
-				rw = LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: value, Kind: RewriteCode}
+				rw = memory.LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: value, Kind: memory.RewriteCode}
 			} else {
 				matches := a.snap.Values.Closest(ctx, table, lit.Column, lit.Value, 1)
 				if len(matches) == 0 {
@@ -98,7 +86,7 @@ func (e *Engine) correctLiterals(ctx context.Context, a *ask, sql string) (strin
 				if best.Value == lit.Value || best.Score < minLiteralScore {
 					break
 				}
-				rw = LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: best.Value, Kind: rewriteKind(lit.Value, best.Value)}
+				rw = memory.LiteralRewrite{Table: table, Column: lit.Column, From: lit.Value, To: best.Value, Kind: rewriteKind(lit.Value, best.Value)}
 			}
 			found, err := e.storedOnServer(ctx, a, table, lit)
 			switch {
@@ -147,7 +135,7 @@ func (e *Engine) storedOnServer(ctx context.Context, a *ask, table string, lit g
 	if err != nil {
 		return false, err
 	}
-	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: e.TrialMaxBytes})
+	rows, err := a.exec.Trial(ctx, stmt, pg.Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: e.TrialMaxBytes})
 	var se *pg.Error
 	if errors.As(err, &se) && se.Code == pg.CodeInvalidTextRepresentation {
 		return false, nil // not even a value of the column's type ('Shipped' for an enum of 'shipped')

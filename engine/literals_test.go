@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -60,15 +61,15 @@ ANALYZE films;`); err != nil {
 		inTx            string // run on the asking session in an open transaction first
 	}{
 		{name: "letter case", sql: "SELECT id FROM films WHERE lang = 'spanish'",
-			want: "SELECT id FROM films WHERE lang = 'Spanish'", kinds: []string{RewriteCase}},
+			want: "SELECT id FROM films WHERE lang = 'Spanish'", kinds: []string{memory.RewriteCase}},
 		{name: "one-letter flag", sql: "SELECT id FROM films WHERE flag = 't'",
-			want: "SELECT id FROM films WHERE flag = 'T'", kinds: []string{RewriteCase}},
+			want: "SELECT id FROM films WHERE flag = 'T'", kinds: []string{memory.RewriteCase}},
 		{name: "padded code", sql: "SELECT id FROM films WHERE code IN ('XYZ', ' ABC')",
-			want: "SELECT id FROM films WHERE code IN (' XYZ', ' ABC')", kinds: []string{RewriteSpace}},
+			want: "SELECT id FROM films WHERE code IN (' XYZ', ' ABC')", kinds: []string{memory.RewriteSpace}},
 		{name: "closest value", sql: "SELECT id FROM films WHERE city = 'Los Angles'",
-			want: "SELECT id FROM films WHERE city = 'Los Angeles'", kinds: []string{RewriteValue}},
+			want: "SELECT id FROM films WHERE city = 'Los Angeles'", kinds: []string{memory.RewriteValue}},
 		{name: "enum label in another case", sql: "SELECT id FROM films WHERE state = 'Released'",
-			want: "SELECT id FROM films WHERE state = 'released'", kinds: []string{RewriteCase}},
+			want: "SELECT id FROM films WHERE state = 'released'", kinds: []string{memory.RewriteCase}},
 		{name: "stored value kept", sql: "SELECT id FROM films WHERE lang = 'French'",
 			want: "SELECT id FROM films WHERE lang = 'French'"},
 		{name: "stored but not indexed: kept", sql: "SELECT id FROM films WHERE lang = 'spanish'",
@@ -117,8 +118,8 @@ ANALYZE films;`); err != nil {
 
 func TestRewriteKind(t *testing.T) {
 	for _, tt := range []struct{ from, to, want string }{
-		{"spanish", "Spanish", RewriteCase}, {"XYZ", " XYZ", RewriteSpace}, {"a  b", "a b", RewriteSpace},
-		{"Los Angles", "Los Angeles", RewriteValue}, {"t", "T", RewriteCase},
+		{"spanish", "Spanish", memory.RewriteCase}, {"XYZ", " XYZ", memory.RewriteSpace}, {"a  b", "a b", memory.RewriteSpace},
+		{"Los Angles", "Los Angeles", memory.RewriteValue}, {"t", "T", memory.RewriteCase},
 	} {
 		if got := rewriteKind(tt.from, tt.to); got != tt.want {
 			t.Errorf("rewriteKind(%q, %q) = %s, want %s", tt.from, tt.to, got, tt.want)

@@ -13,24 +13,6 @@ import (
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
-// The memory types are defined in catalog/memory, below the engine, so that
-// a store (catalog/store) implements them without importing the engine.
-type (
-	Pair             = memory.Pair
-	PairStore        = memory.PairStore
-	SimilarPairStore = memory.SimilarPairStore
-)
-
-// Pair sources.
-const (
-	PairOperator = memory.PairOperator
-	PairAccepted = memory.PairAccepted
-	PairWorkload = memory.PairWorkload
-)
-
-// ErrNoEmbedder: the pair store has no embedding model to rank by meaning.
-var ErrNoEmbedder = memory.ErrNoEmbedder
-
 // maxPairsPerDatabase bounds what MemoryPairs keeps per database (oldest
 // accepted pairs go first; operator pairs are kept).
 const maxPairsPerDatabase = 1000
@@ -47,13 +29,13 @@ type MemoryPairs struct {
 }
 
 type memPair struct {
-	Pair
+	memory.Pair
 	vec []float32 // nil: not embedded (no embedder, or it failed)
 }
 
 // AddPair implements PairStore; a pair with the same normalized question
 // and role replaces the earlier one.
-func (s *MemoryPairs) AddPair(ctx context.Context, database string, p Pair) error {
+func (s *MemoryPairs) AddPair(ctx context.Context, database string, p memory.Pair) error {
 	mp := memPair{Pair: p}
 	if s.Embedder != nil {
 		// Outside the lock: a slow model must not hold up other asks. A
@@ -71,7 +53,7 @@ func (s *MemoryPairs) AddPair(ctx context.Context, database string, p Pair) erro
 	nq := NormalizeQuestion(p.Question)
 	for i := range list {
 		if NormalizeQuestion(list[i].Question) == nq && list[i].Role == p.Role {
-			if list[i].Source == PairOperator && p.Source != PairOperator {
+			if list[i].Source == memory.PairOperator && p.Source != memory.PairOperator {
 				return nil // an operator's pair is not overwritten by usage
 			}
 			list[i] = mp
@@ -81,7 +63,7 @@ func (s *MemoryPairs) AddPair(ctx context.Context, database string, p Pair) erro
 	list = append(list, mp)
 	if len(list) > maxPairsPerDatabase {
 		for i := range list {
-			if list[i].Source != PairOperator {
+			if list[i].Source != memory.PairOperator {
 				list = append(list[:i], list[i+1:]...)
 				break
 			}
@@ -92,10 +74,10 @@ func (s *MemoryPairs) AddPair(ctx context.Context, database string, p Pair) erro
 }
 
 // Pairs implements PairStore.
-func (s *MemoryPairs) Pairs(_ context.Context, database string) ([]Pair, error) {
+func (s *MemoryPairs) Pairs(_ context.Context, database string) ([]memory.Pair, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Pair, 0, len(s.db[database]))
+	out := make([]memory.Pair, 0, len(s.db[database]))
 	for _, mp := range s.db[database] {
 		out = append(out, mp.Pair)
 	}
@@ -104,9 +86,9 @@ func (s *MemoryPairs) Pairs(_ context.Context, database string) ([]Pair, error) 
 
 // SimilarPairs implements SimilarPairStore: the k embedded pairs nearest
 // to question by cosine similarity, nearest first.
-func (s *MemoryPairs) SimilarPairs(ctx context.Context, database, question string, k int) ([]Pair, error) {
+func (s *MemoryPairs) SimilarPairs(ctx context.Context, database, question string, k int) ([]memory.Pair, error) {
 	if s.Embedder == nil {
-		return nil, ErrNoEmbedder
+		return nil, memory.ErrNoEmbedder
 	}
 	vs, err := s.Embedder.Embed(ctx, []string{question})
 	if err != nil {
@@ -116,7 +98,7 @@ func (s *MemoryPairs) SimilarPairs(ctx context.Context, database, question strin
 		return nil, fmt.Errorf("engine: embed the question: %d vectors for 1 text", len(vs))
 	}
 	type scored struct {
-		p   Pair
+		p   memory.Pair
 		sim float32
 	}
 	s.mu.Lock()
@@ -128,7 +110,7 @@ func (s *MemoryPairs) SimilarPairs(ctx context.Context, database, question strin
 	}
 	s.mu.Unlock()
 	sort.SliceStable(all, func(i, j int) bool { return all[i].sim > all[j].sim })
-	out := make([]Pair, 0, min(k, len(all)))
+	out := make([]memory.Pair, 0, min(k, len(all)))
 	for i := 0; i < len(all) && i < k; i++ {
 		out = append(out, all[i].p)
 	}
@@ -141,10 +123,10 @@ const maxExamples = 3
 // similarPairs picks, among the pairs usable by the asker (usable), those
 // whose questions share the most words with the question (Jaccard over
 // descindex tokens), best first.
-func similarPairs(question string, pairs []Pair, n int, usable func(Pair) bool) []prompts.Example {
+func similarPairs(question string, pairs []memory.Pair, n int, usable func(memory.Pair) bool) []prompts.Example {
 	q := tokenSet(question)
 	type scored struct {
-		p     Pair
+		p     memory.Pair
 		score float64
 	}
 	var ss []scored

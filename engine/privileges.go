@@ -15,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 // factsSQL asks the client's own session, under the pinned resolution of
@@ -350,7 +351,7 @@ func (e *Engine) inspectSession(ctx context.Context, a *ask) error {
 // probeSession asks the session who it is, what its search_path resolves
 // to, and the facts in factsSQL.
 func (e *Engine) probeSession(ctx context.Context, exec sealed.Executor, schema *catalog.Schema) (*session, error) {
-	rows, err := exec.Trial(ctx, guard.SessionProbe(), Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: 1 << 20})
+	rows, err := exec.Trial(ctx, guard.SessionProbe(), pg.Limits{Timeout: e.TrialTimeout, MaxRows: 1, MaxBytes: 1 << 20})
 	if err != nil {
 		return nil, inspectError(ctx, err)
 	}
@@ -372,7 +373,7 @@ func (e *Engine) probeSession(ctx context.Context, exec sealed.Executor, schema 
 	if err != nil {
 		return nil, fmt.Errorf("engine: session query refused: %w", err)
 	}
-	facts, err := exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: maxSessionRows, MaxBytes: maxInternalBytes})
+	facts, err := exec.Trial(ctx, stmt, pg.Limits{Timeout: e.TrialTimeout, MaxRows: maxSessionRows, MaxBytes: maxInternalBytes})
 	if err != nil {
 		return nil, inspectError(ctx, err)
 	}

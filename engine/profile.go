@@ -144,7 +144,7 @@ func (e *Engine) profileFor(req Request) (*Profile, error) {
 	if p, ok := e.profiles[name]; ok {
 		return p, nil
 	}
-	return nil, &pg.Error{Code: CodeInvalidParameter, Message: fmt.Sprintf("nlproxy: unknown profile %q", name),
+	return nil, &pg.Error{Code: pg.CodeInvalidParameterValue, Message: fmt.Sprintf("nlproxy: unknown profile %q", name),
 		Hint: "Profiles: " + strings.Join(e.profileNames(), ", ") + ", e.g. /* ask(max): … */"}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
@@ -157,8 +158,8 @@ func TestAbstain(t *testing.T) {
 		)
 		_, err := f.engine(t).Translate(ctx, f.request("what was the weather in LA yesterday?"))
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather") || ee.Hint == "" {
-			t.Fatalf("err = %#v, want %s with the reason", err, CodeAbstained)
+		if !errors.As(err, &ee) || ee.Code != pg.CodeAbstained || !strings.Contains(ee.Detail, "weather") || ee.Hint == "" {
+			t.Fatalf("err = %#v, want %s with the reason", err, pg.CodeAbstained)
 		}
 	})
 
@@ -179,8 +180,8 @@ func TestAbstain(t *testing.T) {
 		req.Profile = "split"
 		_, err := eng.Translate(ctx, req)
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeAbstained || strings.Count(ee.Detail, "\n") != 3 {
-			t.Fatalf("err = %#v, want %s listing 3 readings", err, CodeAbstained)
+		if !errors.As(err, &ee) || ee.Code != pg.CodeAbstained || strings.Count(ee.Detail, "\n") != 3 {
+			t.Fatalf("err = %#v, want %s listing 3 readings", err, pg.CodeAbstained)
 		}
 	})
 
@@ -212,8 +213,8 @@ func TestAbstain(t *testing.T) {
 			res, err := eng.Translate(ctx, req)
 			var ee *pg.Error
 			switch {
-			case tc.abstain && (!errors.As(err, &ee) || ee.Code != CodeAbstained || !strings.Contains(ee.Detail, "weather")):
-				t.Fatalf("err = %v, want %s saying what is missing", err, CodeAbstained)
+			case tc.abstain && (!errors.As(err, &ee) || ee.Code != pg.CodeAbstained || !strings.Contains(ee.Detail, "weather")):
+				t.Fatalf("err = %v, want %s saying what is missing", err, pg.CodeAbstained)
 			case !tc.abstain && err != nil:
 				t.Fatalf("err = %v, want the agreed answer", err)
 			case !tc.abstain && !strings.Contains(strings.ToLower(res.SQL()), "sum("):
@@ -227,8 +228,8 @@ func TestAbstain(t *testing.T) {
 		req.Profile = "turbo"
 		_, err := f.engine(t).Translate(ctx, req)
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != CodeInvalidParameter || !strings.Contains(ee.Hint, "balanced") {
-			t.Fatalf("err = %#v, want %s", err, CodeInvalidParameter)
+		if !errors.As(err, &ee) || ee.Code != pg.CodeInvalidParameterValue || !strings.Contains(ee.Hint, "balanced") {
+			t.Fatalf("err = %#v, want %s", err, pg.CodeInvalidParameterValue)
 		}
 	})
 }
@@ -249,8 +250,8 @@ func TestRememberedPairs(t *testing.T) {
 	}
 	// Pairs the asker must not see: another role's accepted question, and
 	// one reading a table outside the asker's schema.
-	_ = eng.Pairs.AddPair(ctx, "postgres", Pair{Question: "How many stores sell to secret client X?", SQL: "SELECT count(*) FROM stores WHERE city = 'X'", Source: PairAccepted, Role: "someone_else"})
-	_ = eng.Pairs.AddPair(ctx, "postgres", Pair{Question: "How many stores are in the hidden table?", SQL: "SELECT count(*) FROM hidden_stores", Source: PairOperator})
+	_ = eng.Pairs.AddPair(ctx, "postgres", memory.Pair{Question: "How many stores sell to secret client X?", SQL: "SELECT count(*) FROM stores WHERE city = 'X'", Source: memory.PairAccepted, Role: "someone_else"})
+	_ = eng.Pairs.AddPair(ctx, "postgres", memory.Pair{Question: "How many stores are in the hidden table?", SQL: "SELECT count(*) FROM hidden_stores", Source: memory.PairOperator})
 	if _, err := eng.Translate(ctx, f.request("How many stores are there?")); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestRememberedPairs(t *testing.T) {
 	pairs, _ := eng.Pairs.Pairs(ctx, "postgres")
 	var accepted bool
 	for _, p := range pairs {
-		if p.Source == PairAccepted && p.Question == "How many stores are there?" {
+		if p.Source == memory.PairAccepted && p.Question == "How many stores are there?" {
 			accepted = true
 		}
 	}
@@ -348,11 +349,11 @@ func TestRememberedPairsByEmbedding(t *testing.T) {
 
 func TestResultKey(t *testing.T) {
 	s := func(v string) *string { return &v }
-	rows := func(cols []string, vals ...[]*string) *Rows { return &Rows{Columns: cols, Values: vals} }
+	rows := func(cols []string, vals ...[]*string) *pg.Rows { return &pg.Rows{Columns: cols, Values: vals} }
 	base := rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), s("2")})
 	tests := []struct {
 		name  string
-		other *Rows
+		other *pg.Rows
 		equal bool
 	}{
 		{"same", rows([]string{"city", "n"}, []*string{s("LA"), s("10")}, []*string{s("NYC"), s("2")}), true},
@@ -381,7 +382,7 @@ func TestResultKey(t *testing.T) {
 }
 
 func TestNoUsableSQLCode(t *testing.T) {
-	denied := &Candidate{Problem: "failed: permission denied for table payroll", Code: CodeInsufficientPriv}
+	denied := &Candidate{Problem: "failed: permission denied for table payroll", Code: pg.CodeInsufficientPrivilege}
 	guarded := &Candidate{Problem: "rejected by the guard: DELETE is not allowed"}
 	broken := &Candidate{Problem: "failed: column nope does not exist", Code: "42703"}
 	for _, tc := range []struct {
@@ -389,10 +390,10 @@ func TestNoUsableSQLCode(t *testing.T) {
 		cands []*Candidate
 		code  string
 	}{
-		{"every attempt was refused by the guard", []*Candidate{guarded, guarded}, CodeInsufficientPriv},
-		{"every attempt read what the role may not", []*Candidate{denied, denied}, CodeInsufficientPriv},
-		{"one attempt was merely wrong", []*Candidate{denied, broken}, CodeNoUsableSQL},
-		{"nothing was produced", nil, CodeNoUsableSQL},
+		{"every attempt was refused by the guard", []*Candidate{guarded, guarded}, pg.CodeInsufficientPrivilege},
+		{"every attempt read what the role may not", []*Candidate{denied, denied}, pg.CodeInsufficientPrivilege},
+		{"one attempt was merely wrong", []*Candidate{denied, broken}, pg.CodeNoUsableSQL},
+		{"nothing was produced", nil, pg.CodeNoUsableSQL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ee *pg.Error

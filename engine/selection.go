@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -48,7 +49,7 @@ func clusterCandidates(cands []*Candidate) []Cluster {
 // resultKey is a canonical form of a result as a multiset of rows: column
 // order and names ignored, numbers compared by value, a midnight timestamp
 // equal to its date. Empty results are all equal.
-func resultKey(rows *Rows) string {
+func resultKey(rows *pg.Rows) string {
 	if rows == nil || len(rows.Values) == 0 {
 		return "∅"
 	}

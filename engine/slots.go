@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
 
@@ -20,7 +22,7 @@ type Candidate struct {
 	Fixes int
 	// Rows is the trial run's result (at most the trial row limit) when it
 	// ran without error.
-	Rows *Rows
+	Rows *pg.Rows
 	// Problem says why it is not usable, or what is doubtful about it
 	// ("returned no rows"); "" for a clean candidate.
 	Problem string
@@ -38,7 +40,7 @@ type Candidate struct {
 	// Trace lists what happened to it, in order.
 	Trace []string
 	// Rewrites are the literals literal correction changed in SQL.
-	Rewrites []LiteralRewrite
+	Rewrites []memory.LiteralRewrite
 }
 
 // GenInput is what a generator, the fixer and the selector know about the
@@ -61,7 +63,7 @@ type GenInput struct {
 // Runner checks SQL with the guard and trial-runs it on the asking session,
 // through the same executor as every other statement of the ask.
 type Runner interface {
-	Run(ctx context.Context, sql string) (*Rows, error)
+	Run(ctx context.Context, sql string) (*pg.Rows, error)
 }
 
 // Generator proposes candidate SQL for a question.

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
@@ -122,29 +123,29 @@ func (e *Engine) synthesizeWorkloadPairs(ctx context.Context, a *ask) {
 // answers. refused says why the answer is not kept (the query is not tried
 // again); err is a failure of something else (the query may be tried
 // again).
-func (e *Engine) synthesizePair(ctx context.Context, a *ask, m Model, q learnedQuery) (p Pair, refused string, err error) {
+func (e *Engine) synthesizePair(ctx context.Context, a *ask, m Model, q learnedQuery) (p memory.Pair, refused string, err error) {
 	pr, err := prompts.WorkloadExample(prompts.WorkloadExampleParams{Schema: a.schema, Query: q.sql, Values: workloadValues(a, q)})
 	if err != nil {
-		return Pair{}, "", err
+		return memory.Pair{}, "", err
 	}
 	var out prompts.WorkloadExampleResult
 	if err := m.JSON(ctx, pr, 0, &out); err != nil {
 		if errors.Is(err, llm.ErrBadOutput) || errors.Is(err, llm.ErrUnanswerable) {
-			return Pair{}, "unusable answer", nil
+			return memory.Pair{}, "unusable answer", nil
 		}
-		return Pair{}, "", err
+		return memory.Pair{}, "", err
 	}
 	question, sql := strings.TrimSpace(out.Question), strings.TrimSpace(out.SQL)
 	if question == "" || sql == "" {
-		return Pair{}, "no question or no SQL", nil
+		return memory.Pair{}, "no question or no SQL", nil
 	}
 	stmt, err := guard.Seal(sql, e.guardOptions(a))
 	if err != nil {
 		var rej *guard.RejectError
 		if errors.As(err, &rej) {
-			return Pair{}, "guard: " + rej.Reason, nil
+			return memory.Pair{}, "guard: " + rej.Reason, nil
 		}
-		return Pair{}, "", err
+		return memory.Pair{}, "", err
 	}
 	// Grounded: the pair reads what the workload query reads and names no
 	// column of it the asker may not read (the rule it is shown by).
@@ -161,35 +162,35 @@ func (e *Engine) synthesizePair(ctx context.Context, a *ask, m Model, q learnedQ
 		}
 		t := a.schema0.TableOnPath(name, path)
 		if t == nil {
-			return Pair{}, "reads " + name + ", which the asker may not read", nil
+			return memory.Pair{}, "reads " + name + ", which the asker may not read", nil
 		}
 		i := lx.index[t.Schema+"."+t.Name]
 		if !slices.Contains(q.tables, i) {
-			return Pair{}, "reads " + name + ", which the workload query does not", nil
+			return memory.Pair{}, "reads " + name + ", which the workload query does not", nil
 		}
 		tables = append(tables, i)
 	}
 	if len(tables) == 0 {
-		return Pair{}, "reads no table", nil
+		return memory.Pair{}, "reads no table", nil
 	}
 	if namesHiddenColumn(stmt.Display(), a.snap.Schema, a.schema0, lx, tables) {
-		return Pair{}, "names a column the asker may not read", nil
+		return memory.Pair{}, "names a column the asker may not read", nil
 	}
-	rows, err := a.exec.Trial(ctx, stmt, Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
+	rows, err := a.exec.Trial(ctx, stmt, pg.Limits{Timeout: e.TrialTimeout, MaxRows: e.TrialRows, MaxBytes: e.TrialMaxBytes})
 	if err != nil {
 		var se *pg.Error
 		if errors.As(err, &se) && ctx.Err() == nil {
-			return Pair{}, "trial: " + se.Error(), nil
+			return memory.Pair{}, "trial: " + se.Error(), nil
 		}
-		if errors.Is(err, ErrResultTooLarge) {
-			return Pair{}, "trial: result too large", nil
+		if errors.Is(err, pg.ErrResultTooLarge) {
+			return memory.Pair{}, "trial: result too large", nil
 		}
-		return Pair{}, "", err
+		return memory.Pair{}, "", err
 	}
 	if len(rows.Values) == 0 {
-		return Pair{}, "trial: no rows", nil // an example that finds nothing teaches the wrong values
+		return memory.Pair{}, "trial: no rows", nil // an example that finds nothing teaches the wrong values
 	}
-	return Pair{Question: question, SQL: stmt.Display(), Source: PairWorkload, At: time.Now()}, "", nil
+	return memory.Pair{Question: question, SQL: stmt.Display(), Source: memory.PairWorkload, At: time.Now()}, "", nil
 }
 
 // workloadValues are stored values (the catalog's value index) of the

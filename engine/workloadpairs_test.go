@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -151,7 +152,7 @@ func TestWorkloadSynthPairs(t *testing.T) {
 		}
 	}
 	ps, _ := pairs.Pairs(context.Background(), "postgres")
-	if len(ps) != 1 || ps[0].Source != PairWorkload || ps[0].Role != "" || !strings.Contains(ps[0].SQL, "'LA'") {
+	if len(ps) != 1 || ps[0].Source != memory.PairWorkload || ps[0].Role != "" || !strings.Contains(ps[0].SQL, "'LA'") {
 		t.Fatalf("pairs %+v: want the one workload pair", ps)
 	}
 	cps := candidatePrompts(f.fake)
@@ -215,7 +216,7 @@ func TestWorkloadSynthRefused(t *testing.T) {
 			}
 			ps, _ := pairs.Pairs(context.Background(), "postgres")
 			for _, p := range ps {
-				if p.Source == PairWorkload {
+				if p.Source == memory.PairWorkload {
 					t.Errorf("kept %+v", p)
 				}
 			}
@@ -234,9 +235,9 @@ func TestWorkloadPairVisibility(t *testing.T) {
 	eng, pairs := f.engine(t)
 	eng.Workload = nil
 	ctx := context.Background()
-	for _, p := range []Pair{
-		{Question: "Which staff earn over 15?", SQL: "SELECT name FROM staff WHERE salary > 15", Source: PairWorkload},
-		{Question: "Which staff work in store 1?", SQL: "SELECT name FROM staff WHERE store_id = 1", Source: PairWorkload},
+	for _, p := range []memory.Pair{
+		{Question: "Which staff earn over 15?", SQL: "SELECT name FROM staff WHERE salary > 15", Source: memory.PairWorkload},
+		{Question: "Which staff work in store 1?", SQL: "SELECT name FROM staff WHERE store_id = 1", Source: memory.PairWorkload},
 	} {
 		if err := pairs.AddPair(ctx, "postgres", p); err != nil {
 			t.Fatal(err)

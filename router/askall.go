@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -32,7 +31,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 		Question: req.Marker.Question,
 		Database: req.Database,
 		User:     req.User,
-		TxStatus: engine.TxStatus(req.TxStatus),
+		TxStatus: pg.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
 		PlanOnly: req.Marker.Kind == proxy.MarkerAskSQL,
 	})

@@ -80,7 +80,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		Question: req.Marker.Question,
 		Database: req.Database,
 		User:     req.User,
-		TxStatus: engine.TxStatus(req.TxStatus),
+		TxStatus: pg.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
 		Profile:  req.Marker.Profile,
 	})

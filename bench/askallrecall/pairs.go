@@ -17,6 +17,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -273,7 +274,7 @@ func askAs(ctx context.Context, c *pgtest.Cluster, asker *askall.Asker, role, q 
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	return asker.Ask(ctx, askall.Request{Question: q, Database: "home", User: role, TxStatus: engine.TxIdle, Exec: engine.ConnExecutor{Conn: conn}})
+	return asker.Ask(ctx, askall.Request{Question: q, Database: "home", User: role, TxStatus: pg.TxIdle, Exec: engine.ConnExecutor{Conn: conn}})
 }
 
 func contains(xs []string, x string) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -82,7 +83,7 @@ type timedExec struct {
 	sql  time.Duration
 }
 
-func (e *timedExec) Trial(ctx context.Context, stmt sealed.Statement, lim engine.Limits) (*engine.Rows, error) {
+func (e *timedExec) Trial(ctx context.Context, stmt sealed.Statement, lim pg.Limits) (*pg.Rows, error) {
 	start := time.Now()
 	rows, err := engine.ConnExecutor{Conn: e.conn}.Trial(ctx, stmt, lim)
 	// The privilege and session queries are the engine's own work, not the
@@ -252,7 +253,7 @@ func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, profile str
 	for i := 0; i < n+warmUp; i++ {
 		q := s.question(i)
 		ex.take()
-		r, err := eng.Translate(ctx, engine.Request{Question: q.text, Database: s.database, User: pgtest.Superuser, TxStatus: engine.TxIdle, Exec: ex})
+		r, err := eng.Translate(ctx, engine.Request{Question: q.text, Database: s.database, User: pgtest.Superuser, TxStatus: pg.TxIdle, Exec: ex})
 		sqlTime := ex.take()
 		if i < warmUp {
 			if i == 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/embedding"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex/valuerecall"
 	"github.com/nlproxy/nlproxy/engine"
@@ -222,7 +223,7 @@ func comparePairs(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Ques
 			}
 			for j, o := range all {
 				if j != i && o.q.DB == p.q.DB {
-					if err := store.AddPair(ctx, snap.Database, engine.Pair{Question: o.q.Question, SQL: o.sql, Source: engine.PairOperator}); err != nil {
+					if err := store.AddPair(ctx, snap.Database, memory.Pair{Question: o.q.Question, SQL: o.sql, Source: memory.PairOperator}); err != nil {
 						return f, err
 					}
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
@@ -195,28 +196,28 @@ func TestTranslations(t *testing.T) {
 	s := e.open(t, store.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.PutTranslation(ctx, "k1", engine.Translation{SQL: "SELECT 1", Confidence: 0.5}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutTranslation(ctx, "k1", memory.Translation{SQL: "SELECT 1", Confidence: 0.5}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTranslation(ctx, "k2", engine.Translation{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
+	if err := s.PutTranslation(ctx, "k2", memory.Translation{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
+	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
 		t.Errorf("k1: %+v %v %v", tr, ok, err)
 	}
 	// Unknown confidence is stored as NULL and read back as -1.
-	if err := s.PutTranslation(ctx, "k3", engine.Translation{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutTranslation(ctx, "k3", memory.Translation{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 3", Confidence: -1}) {
+	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 3", Confidence: -1}) {
 		t.Errorf("k3: %+v %v %v", tr, ok, err)
 	}
 	// Literal rewrites come back with the translation.
-	rw := []engine.LiteralRewrite{{Table: "public.t", Column: "c", From: "spanish", To: "Spanish", Kind: engine.RewriteCase}}
-	if err := s.PutTranslation(ctx, "k4", engine.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}, time.Now().Add(time.Hour)); err != nil {
+	rw := []memory.LiteralRewrite{{Table: "public.t", Column: "c", From: "spanish", To: "Spanish", Kind: memory.RewriteCase}}
+	if err := s.PutTranslation(ctx, "k4", memory.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k4"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}) {
+	if tr, ok, err := s.GetTranslation(ctx, "k4"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}) {
 		t.Errorf("k4: %+v %v %v", tr, ok, err)
 	}
 	if _, ok, err := s.GetTranslation(ctx, "k2"); err != nil || ok {
@@ -226,8 +227,8 @@ func TestTranslations(t *testing.T) {
 	c1, c2 := engine.NewCache(10, time.Hour), engine.NewCache(10, time.Hour)
 	c1.Backend, c2.Backend = s, s
 	key := engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "fp", Role: "r"}
-	c1.Put(key, engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
-	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
+	c1.Put(key, memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
+	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
 		t.Errorf("replica 2's cache: %+v %v", tr, ok)
 	}
 	if _, ok := c2.Get(engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "other", Role: "r"}); ok {
@@ -248,10 +249,10 @@ INSERT INTO nlproxy.translations VALUES ('old', 'SELECT 1', now() + interval '1 
 		t.Fatal(err)
 	}
 	s := e.open(t, store.Options{})
-	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, engine.Translation{SQL: "SELECT 1", Confidence: -1}) {
+	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 1", Confidence: -1}) {
 		t.Fatalf("old row: %+v %v %v", tr, ok, err)
 	}
-	if err := s.PutTranslation(ctx, "new", engine.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutTranslation(ctx, "new", memory.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if tr, ok, err := s.GetTranslation(ctx, "new"); err != nil || !ok || tr.Confidence != 0.8 {
@@ -285,21 +286,21 @@ func TestPairs(t *testing.T) {
 			at := time.Now().Truncate(time.Millisecond)
 			add := func(q, sql, source string) {
 				t.Helper()
-				if err := s.AddPair(ctx, e.data, engine.Pair{Question: q, SQL: sql, Source: source, At: at}); err != nil {
+				if err := s.AddPair(ctx, e.data, memory.Pair{Question: q, SQL: sql, Source: source, At: at}); err != nil {
 					t.Fatal(err)
 				}
 				at = at.Add(time.Second)
 			}
-			add("How many orders are there?", "SELECT count(*) FROM orders", engine.PairOperator)
-			add("how many orders are there", "SELECT 0", engine.PairAccepted) // does not replace the operator's
-			add("total amount of orders", "SELECT sum(amount) FROM orders", engine.PairAccepted)
-			add("total amount of orders!", "SELECT sum(amount)::int FROM orders", engine.PairAccepted) // replaces
-			add("names of customers", "SELECT name FROM customers", engine.PairAccepted)
+			add("How many orders are there?", "SELECT count(*) FROM orders", memory.PairOperator)
+			add("how many orders are there", "SELECT 0", memory.PairAccepted) // does not replace the operator's
+			add("total amount of orders", "SELECT sum(amount) FROM orders", memory.PairAccepted)
+			add("total amount of orders!", "SELECT sum(amount)::int FROM orders", memory.PairAccepted) // replaces
+			add("names of customers", "SELECT name FROM customers", memory.PairAccepted)
 			ps, err := s.Pairs(ctx, e.data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ps) != 3 || ps[0].SQL != "SELECT count(*) FROM orders" || ps[0].Source != engine.PairOperator {
+			if len(ps) != 3 || ps[0].SQL != "SELECT count(*) FROM orders" || ps[0].Source != memory.PairOperator {
 				t.Fatalf("pairs: %+v", ps)
 			}
 			if ps[1].Question != "names of customers" || ps[2].SQL != "SELECT sum(amount)::int FROM orders" {
@@ -307,11 +308,11 @@ func TestPairs(t *testing.T) {
 			}
 			// An accepted pair is kept per role: alice's does not replace
 			// the same question asked by another role.
-			if err := s.AddPair(ctx, e.data, engine.Pair{Question: "names of customers", SQL: "SELECT name FROM customers WHERE vip", Source: engine.PairAccepted, Role: "alice", At: at}); err != nil {
+			if err := s.AddPair(ctx, e.data, memory.Pair{Question: "names of customers", SQL: "SELECT name FROM customers WHERE vip", Source: memory.PairAccepted, Role: "alice", At: at}); err != nil {
 				t.Fatal(err)
 			}
 			ps, err = s.Pairs(ctx, e.data)
-			if err != nil || len(ps) != 4 || ps[0].Source != engine.PairOperator || ps[1].Role != "alice" || ps[2].Role != "" || ps[2].Question != "names of customers" {
+			if err != nil || len(ps) != 4 || ps[0].Source != memory.PairOperator || ps[1].Role != "alice" || ps[2].Role != "" || ps[2].Question != "names of customers" {
 				t.Fatalf("pairs with roles: %+v, %v", ps, err)
 			}
 			if other, err := s.Pairs(ctx, "elsewhere"); err != nil || len(other) != 0 {

@@ -121,7 +121,7 @@ type Request struct {
 	// Database is the asker's own database, served by Exec.
 	Database string
 	User     string // startup user, for logs
-	TxStatus engine.TxStatus
+	TxStatus pg.TxStatus
 	Exec     sealed.Executor // the asker's own session
 	// PlanOnly settles each step's SQL but runs nothing for the answer
 	// (ask-sql(all):).
@@ -144,9 +144,9 @@ const (
 type Step struct {
 	Database string
 	Goal     string
-	SQL      string       // settled SQL as written, when one was found
-	Rows     *engine.Rows // its result (nil in PlanOnly or on failure)
-	Err      error        // why the step has no result
+	SQL      string   // settled SQL as written, when one was found
+	Rows     *pg.Rows // its result (nil in PlanOnly or on failure)
+	Err      error    // why the step has no result
 }
 
 // Skip is a database that could not be asked, and why.
@@ -158,9 +158,9 @@ type Skip struct {
 // Answer is the outcome of a question across databases.
 type Answer struct {
 	Kind     Kind
-	Text     string       // KindText
-	Rows     *engine.Rows // KindRows
-	Role     string       // whose privileges applied (the session's current_user)
+	Text     string   // KindText
+	Rows     *pg.Rows // KindRows
+	Role     string   // whose privileges applied (the session's current_user)
 	Steps    []Step
 	Skipped  []Skip
 	Combine  string
@@ -214,7 +214,7 @@ type target struct {
 	database string
 	snap     *catalog.Snapshot
 	exec     sealed.Executor
-	tx       engine.TxStatus
+	tx       pg.TxStatus
 	tables   map[string]bool // "schema.table" readable by the asker
 	conn     *pgconn.PgConn  // authenticator connection to close; nil for the asker's own
 }
@@ -248,7 +248,7 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 	if strings.TrimSpace(req.Question) == "" {
 		return nil, &pg.Error{Code: pg.CodeSyntaxError, Message: "nlproxy: the question is empty", Hint: "Write the question after the marker, e.g. /* ask(all): how many orders are open? */"}
 	}
-	if req.TxStatus == engine.TxFailed {
+	if req.TxStatus == pg.TxFailed {
 		return nil, pg.ErrFailedTransaction
 	}
 	ans := &Answer{}
@@ -267,7 +267,7 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 
 	snaps := a.snapshots(ctx, req, ans)
 	if len(snaps) == 0 {
-		return nil, &pg.Error{Code: engine.CodeSystemError, Message: "nlproxy: no database's catalog is available", Hint: "See the proxy log for the catalog role's errors."}
+		return nil, &pg.Error{Code: pg.CodeSystemError, Message: "nlproxy: no database's catalog is available", Hint: "See the proxy log for the catalog role's errors."}
 	}
 	mem := a.memory(snaps)
 	cands := mem.Top(ctx, req.Question, a.TopK)
@@ -363,7 +363,7 @@ func (a *Asker) sessionRoles(ctx context.Context, req Request) (role, login stri
 	if err != nil {
 		return "", "", fmt.Errorf("ask(all): seal the session query: %w", err)
 	}
-	rows, err := req.Exec.Trial(ctx, stmt, engine.Limits{Timeout: 5 * time.Second, MaxRows: 1, MaxBytes: 1 << 16})
+	rows, err := req.Exec.Trial(ctx, stmt, pg.Limits{Timeout: 5 * time.Second, MaxRows: 1, MaxBytes: 1 << 16})
 	if err != nil {
 		return "", "", fmt.Errorf("ask(all): ask the session for its role: %w", err)
 	}
@@ -503,7 +503,7 @@ func (a *Asker) open(ctx context.Context, req Request, role, login string, snap 
 		if reason != "" {
 			return t.closeWith(ctx, reason)
 		}
-		t.exec, t.tx = engine.ConnExecutor{Conn: conn, Role: role}, engine.TxIdle
+		t.exec, t.tx = engine.ConnExecutor{Conn: conn, Role: role}, pg.TxIdle
 	}
 	opts := a.Engine.Guard
 	opts.Catalog = snap.Functions
@@ -511,7 +511,7 @@ func (a *Asker) open(ctx context.Context, req Request, role, login string, snap 
 	if err != nil {
 		return nil, "internal error: " + err.Error()
 	}
-	rows, err := t.exec.Trial(ctx, stmt, engine.Limits{Timeout: 10 * time.Second, MaxRows: 100_000, MaxBytes: 16 << 20})
+	rows, err := t.exec.Trial(ctx, stmt, pg.Limits{Timeout: 10 * time.Second, MaxRows: 100_000, MaxBytes: 16 << 20})
 	if err != nil {
 		var se *pg.Error
 		switch {
@@ -652,10 +652,10 @@ func (a *Asker) runStep(ctx context.Context, req Request, t *target, st *Step) {
 	if req.PlanOnly {
 		return
 	}
-	rows, err := t.exec.Trial(ctx, res.Statement, engine.Limits{Timeout: a.RunTimeout, MaxRows: a.MaxRows, MaxBytes: a.MaxBytes})
+	rows, err := t.exec.Trial(ctx, res.Statement, pg.Limits{Timeout: a.RunTimeout, MaxRows: a.MaxRows, MaxBytes: a.MaxBytes})
 	if err != nil {
-		if errors.Is(err, engine.ErrResultTooLarge) {
-			err = &pg.Error{Code: engine.CodeProgramLimitExceeded, Message: fmt.Sprintf("nlproxy: the step's rows exceed %d bytes", a.MaxBytes), Err: err}
+		if errors.Is(err, pg.ErrResultTooLarge) {
+			err = &pg.Error{Code: pg.CodeProgramLimitExceeded, Message: fmt.Sprintf("nlproxy: the step's rows exceed %d bytes", a.MaxBytes), Err: err}
 		}
 		st.Err = err
 		return

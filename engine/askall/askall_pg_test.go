@@ -207,7 +207,7 @@ func (w *world) askOn(t *testing.T, conn *pgconn.PgConn, q string, planOnly bool
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return w.asker.Ask(ctx, Request{Question: q, Database: "eu", User: "alice", TxStatus: engine.TxIdle,
+	return w.asker.Ask(ctx, Request{Question: q, Database: "eu", User: "alice", TxStatus: pg.TxIdle,
 		Exec: engine.ConnExecutor{Conn: conn}, PlanOnly: planOnly})
 }
 
@@ -338,7 +338,7 @@ func TestAskAcrossDatabases(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ee *pg.Error
-		if len(ans.Steps) != 1 || !errors.As(ans.Steps[0].Err, &ee) || ee.Code != engine.CodeInsufficientPriv {
+		if len(ans.Steps) != 1 || !errors.As(ans.Steps[0].Err, &ee) || ee.Code != pg.CodeInsufficientPrivilege {
 			t.Fatalf("steps %+v", ans.Steps)
 		}
 		if after := w.admin(t, "eu", "SELECT count(*)::text FROM orders"); after != before {
@@ -401,13 +401,13 @@ func TestAskAcrossDatabases(t *testing.T) {
 		w.fake.SetRules(fakeollama.Rule{Name: "down", PromptContains: []string{switchPrompt}, Status: 500, Error: "overloaded"})
 		_, err := w.ask(t, "anything at all", false)
 		var ee *pg.Error
-		if !errors.As(err, &ee) || ee.Code != engine.CodeSystemError {
+		if !errors.As(err, &ee) || ee.Code != pg.CodeSystemError {
 			t.Fatalf("err %v, want 58000", err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err = w.asker.Ask(ctx, Request{Question: "q", Database: "eu", TxStatus: engine.TxIdle, Exec: engine.ConnExecutor{Conn: w.alice}})
-		if !errors.As(err, &ee) || ee.Code != engine.CodeQueryCanceled {
+		_, err = w.asker.Ask(ctx, Request{Question: "q", Database: "eu", TxStatus: pg.TxIdle, Exec: engine.ConnExecutor{Conn: w.alice}})
+		if !errors.As(err, &ee) || ee.Code != pg.CodeQueryCanceled {
 			t.Fatalf("err %v, want 57014", err)
 		}
 	})

@@ -4,11 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
 func one(db, v string) Step {
-	return Step{Database: db, Rows: &engine.Rows{Columns: []string{"n"}, Values: [][]*string{{&v}}}}
+	return Step{Database: db, Rows: &pg.Rows{Columns: []string{"n"}, Values: [][]*string{{&v}}}}
 }
 
 func TestCombine(t *testing.T) {

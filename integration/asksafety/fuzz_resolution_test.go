@@ -13,6 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -105,7 +106,7 @@ func (d *differential) check(tb testing.TB, sql string) bool {
 	before := d.calls(tb)
 	// Server errors are fine (no such function, a failed cast): only a
 	// call of mallory's counts.
-	_, _ = engine.ConnExecutor{Conn: d.conn}.Trial(ctx, st, engine.Limits{Timeout: 10 * time.Second, MaxRows: 10, MaxBytes: 1 << 20})
+	_, _ = engine.ConnExecutor{Conn: d.conn}.Trial(ctx, st, pg.Limits{Timeout: 10 * time.Second, MaxRows: 10, MaxBytes: 1 << 20})
 	if after := d.calls(tb); after != before {
 		tb.Fatalf("the guard allowed %q (sealed %q) and the server called %d of mallory's functions", sql, st.SQL(), after-before)
 	}

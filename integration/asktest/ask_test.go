@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
@@ -127,9 +127,9 @@ func testLiteralCorrected(t *testing.T, f *fixture) {
 	if !strings.Contains(got2["sql"], "'LA'") {
 		t.Errorf("ask-sql = %q, want the corrected literal", got2["sql"])
 	}
-	var rws []engine.LiteralRewrite
+	var rws []memory.LiteralRewrite
 	if err := json.Unmarshal([]byte(got2["literals"]), &rws); err != nil || len(rws) != 1 ||
-		rws[0] != (engine.LiteralRewrite{Table: "public.stores", Column: "city", From: "Los Angeles", To: "LA", Kind: engine.RewriteValue}) {
+		rws[0] != (memory.LiteralRewrite{Table: "public.stores", Column: "city", From: "Los Angeles", To: "LA", Kind: memory.RewriteValue}) {
 		t.Errorf("ask-sql literals = %q (%v), want the one rewrite", got2["literals"], err)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/eval/compare"
 	"github.com/nlproxy/nlproxy/eval/dataset"
@@ -243,7 +244,7 @@ func literalCase(t *testing.T, f *fixture) {
 			right++
 		}
 		for _, rw := range r.Rewrites {
-			if rw.Kind != engine.RewriteCase {
+			if rw.Kind != memory.RewriteCase {
 				t.Errorf("%s: rewrite %+v is not of letter case\n  sql: %s", r.ID, rw, r.SQL)
 			}
 		}
