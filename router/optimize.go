@@ -2,13 +2,12 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/optimize"
-	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -18,46 +17,18 @@ import (
 // original, one per proposal, one for the result.
 var optimizeColumns = []string{"step", "policy", "verdict", "cost", "ms", "sql", "note"}
 
-// optimize answers `optimize: <SQL>`: the user's SQL must pass the guard
-// itself; the report comes back as rows the proxy makes, with a NOTICE.
+// optimize answers `optimize: <SQL>` through the engine's one entry point
+// (Engine.Optimize: sealing, session names, timeout); the report comes back
+// as rows the proxy makes, with a NOTICE.
 func (t Translator) optimize(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
-	if t.Optimizer == nil {
+	if t.Optimizer == nil || t.Engine == nil {
 		return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported,
 			Message: "nlproxy: optimize: is not enabled on this proxy", Hint: "Configure a generator model for nlproxy."}
 	}
-	if req.TxStatus == byte(pg.TxFailed) {
-		return proxy.Translation{}, pg.ErrorFor(pg.ErrFailedTransaction)
-	}
-	opts := t.guardOptions(ctx, req.Database)
-	opts.AllowExplain = false
-	if t.Engine.Catalogs != nil {
-		// The user's SQL and every rewrite are sealed with names qualified
-		// as the asking session resolves them (see guard.Names).
-		names, err := t.Engine.SessionNames(ctx, req.Database, req.Exec)
-		if err != nil {
-			return proxy.Translation{}, t.optimizeError(ctx, err)
-		}
-		opts.Names = names
-	}
-	stmt, err := guard.Seal(req.Marker.Question, opts)
+	out, err := t.Engine.Optimize(ctx, t.Optimizer, engine.OptimizeRequest{
+		Database: req.Database, SQL: req.Marker.Question, Exec: req.Exec, TxStatus: pg.TxStatus(req.TxStatus)})
 	if err != nil {
-		var re *guard.RejectError
-		if errors.As(err, &re) {
-			return proxy.Translation{}, &pg.Error{Severity: "ERROR", Code: re.Code,
-				Message: "nlproxy: optimize: the query is refused: " + re.Reason,
-				Hint:    "optimize: takes one read-only SELECT (or WITH ... SELECT)."}
-		}
-		return proxy.Translation{}, t.optimizeError(ctx, err)
-	}
-	timeout := t.Engine.AskTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out, err := t.Optimizer.Run(ctx, optimize.Request{Exec: req.Exec, Statement: stmt, Guard: opts})
-	if err != nil {
-		return proxy.Translation{}, t.optimizeError(ctx, err)
+		return proxy.Translation{}, err
 	}
 	show := func(s sealed.Statement) string {
 		if utf8Client(req.ClientEncoding) {
@@ -105,17 +76,4 @@ func msText(d time.Duration) string {
 		return ""
 	}
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
-}
-
-// optimizeError maps what can end an optimization to what the client sees:
-// the engine's one mapping, after the optimizer's own refusal.
-func (t Translator) optimizeError(ctx context.Context, err error) error {
-	if errors.Is(err, optimize.ErrNotSelect) {
-		return &pg.Error{Severity: "ERROR", Code: pg.CodeFeatureNotSupported, Message: "nlproxy: optimize: takes one read-only SELECT"}
-	}
-	var se *pg.Error
-	if errors.As(err, &se) {
-		return pg.ErrorFor(err) // the user's own query failed on the server
-	}
-	return pg.ErrorFor(t.Engine.Classify(ctx, err))
 }
