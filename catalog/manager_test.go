@@ -13,6 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -44,19 +45,6 @@ func newCountingManager(t *testing.T, dir string, interval time.Duration) (*cata
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m, connects
-}
-
-// waitFor polls until cond holds; the bound only keeps a broken build from
-// hanging the run (a loaded CI machine is slow, never this slow).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 const mgrSetup = `
@@ -117,7 +105,7 @@ func TestManagerBuildLoadRefresh(t *testing.T) {
 	}
 	m2.Refresh(dbName)
 	m2.Refresh(dbName) // coalesces; never blocks
-	waitFor(t, "rebuild after DDL", func() bool { return m2.Current(dbName).Version == 2 })
+	poll.Until(t, "rebuild after DDL", func() bool { return m2.Current(dbName).Version == 2 })
 	s3 := m2.Current(dbName)
 	if s3.Schema.Table("cities").Column("state") == nil || s3.Schema.Fingerprint == s1.Schema.Fingerprint {
 		t.Fatal("rebuilt snapshot lacks the new column")
@@ -187,7 +175,7 @@ func TestManagerPeriodicRefreshAndErrors(t *testing.T) {
 	if err := env.cluster(t).Exec(ctx, dbName, "COMMENT ON COLUMN cities.name IS 'city name as typed'"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "periodic rebuild", func() bool { return m.Current(dbName).Version == s.Version+1 })
+	poll.Until(t, "periodic rebuild", func() bool { return m.Current(dbName).Version == s.Version+1 })
 	if c := m.Current(dbName).Schema.Table("cities").Column("name").Comment; c != "city name as typed" {
 		t.Errorf("comment = %q", c)
 	}
@@ -247,7 +235,7 @@ func TestManagerConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	waitFor(t, "rebuild with the new column", func() bool {
+	poll.Until(t, "rebuild with the new column", func() bool {
 		return m.Current(dbName).Schema.Table("cities").Column("pop") != nil
 	})
 }

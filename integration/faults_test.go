@@ -20,26 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
-
-// waitFor polls cond until it holds or the deadline passes, then reports the
-// last observation.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			t.Logf("%s: after %v", what, time.Until(deadline.Add(-timeout)).Abs().Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s: not reached within %v (%s)", what, timeout, state)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 func openFDs(t *testing.T) int {
 	t.Helper()
@@ -78,7 +60,7 @@ func settledSnapshot(t *testing.T) resources {
 
 func waitBaseline(t *testing.T, base resources) {
 	t.Helper()
-	waitFor(t, time.Minute, "goroutines and fds back to baseline", func() (bool, string) {
+	poll.UntilState(t, time.Minute, "goroutines and fds back to baseline", func() (bool, string) {
 		now := snapshot(t)
 		return now.goroutines <= base.goroutines && now.fds <= base.fds,
 			fmt.Sprintf("goroutines %d (baseline %d), fds %d (baseline %d)", now.goroutines, base.goroutines, now.fds, base.fds)
@@ -182,7 +164,7 @@ func TestFaults(t *testing.T) {
 		if err := c.Exec(ctx, "postgres", fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, time.Minute, "backend gone", func() (bool, string) { return !backendAlive(ctx, t, c, pid), "still in pg_stat_activity" })
+		poll.UntilState(t, time.Minute, "backend gone", func() (bool, string) { return !backendAlive(ctx, t, c, pid), "still in pg_stat_activity" })
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		err := selectOne(qctx, victim)
@@ -213,7 +195,7 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		warm.Close(ctx)
-		waitFor(t, time.Minute, "warm-up session gone", func() (bool, string) { return clientBackends(ctx, t, c) == 0, "" })
+		poll.UntilState(t, time.Minute, "warm-up session gone", func() (bool, string) { return clientBackends(ctx, t, c) == 0, "" })
 		base := settledSnapshot(t)
 
 		conn, err := pgconn.ConnectConfig(ctx, &tg.pgxConfig(t).Config)
@@ -234,7 +216,7 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("reading the first MiB: %v", err)
 		}
 		hc.Conn.Close()
-		waitFor(t, time.Minute, "upstream backend gone from pg_stat_activity", func() (bool, string) {
+		poll.UntilState(t, time.Minute, "upstream backend gone from pg_stat_activity", func() (bool, string) {
 			return !backendAlive(ctx, t, c, pid), fmt.Sprintf("pid %d still there", pid)
 		})
 		waitBaseline(t, base)
@@ -488,7 +470,7 @@ func TestFaults(t *testing.T) {
 			}
 			conns[i] = nil
 		}
-		waitFor(t, time.Minute, "upstream backends closed", func() (bool, string) {
+		poll.UntilState(t, time.Minute, "upstream backends closed", func() (bool, string) {
 			got := clientBackends(ctx, t, c)
 			return got <= before, fmt.Sprintf("%d client backends, %d before", got, before)
 		})

@@ -15,6 +15,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
 // TestUnixSocket connects psql and pgx to the proxy's Unix socket the way
@@ -95,7 +97,7 @@ func TestUnixSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer admin.Close(ctx)
-		waitFor(t, 30*time.Second, "pg_sleep running", func() (bool, string) {
+		poll.UntilState(t, 30*time.Second, "pg_sleep running", func() (bool, string) {
 			var n int
 			_ = admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'active'", int32(pid)).Scan(&n)
 			return n == 1, "backend " + strconv.Itoa(int(pid)) + " not active"

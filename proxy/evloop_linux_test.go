@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
 // loopSessions counts the sessions an event loop relays now.
@@ -132,7 +134,7 @@ func TestStatementBeforeTerminate(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitServerClose(t, c)
-		waitFor(t, "the insert", func() bool {
+		poll.Until(t, "the insert", func() bool {
 			var n int
 			err := direct.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE id = %d", table, i)).Scan(&n)
 			return err == nil && n == 1

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
 // transition is what one message did to the session's state, as onClient
@@ -143,7 +145,7 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 			if err := pc.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the Terminate", func() bool { return rec.seen(true, feTerminate) })
+			poll.Until(t, "the Terminate", func() bool { return rec.seen(true, feTerminate) })
 			rec.on.Store(false)
 		})
 	}

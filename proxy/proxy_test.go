@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -332,19 +333,6 @@ func trustServer(t *testing.T, srv *Server) (*Server, string) {
 	return srv, serve(t, srv)
 }
 
-// waitFor polls cond; the bound only keeps a broken build from hanging the run.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Errorf("timed out waiting for %s", what)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // connectDirect is a superuser connection straight to cluster, closed at the
 // end of the test.
 func connectDirect(t *testing.T, cluster *pgtest.Cluster) *pgx.Conn {
@@ -502,7 +490,7 @@ func TestCancel(t *testing.T) {
 	go func() {
 		// A cancel that arrives before the query runs cancels nothing: wait
 		// until the backend is in the sleep.
-		waitFor(t, "the query to run", func() bool {
+		poll.Until(t, "the query to run", func() bool {
 			var n int
 			err := direct.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep'", pid).Scan(&n)
 			if err != nil {

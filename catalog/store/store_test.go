@@ -19,6 +19,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
 // env is one cluster with a data database and a store database.
@@ -65,18 +66,6 @@ func (e *env) replica(t *testing.T, s *store.Store) *catalog.Manager {
 	return m
 }
 
-// waitFor polls cond; the bound is a hang guard, not a speed requirement.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReplicasShareCatalog: what one replica builds the other loads, and
 // a DDL refreshed by one reaches the other through the store.
 func TestReplicasShareCatalog(t *testing.T) {
@@ -120,13 +109,13 @@ func TestReplicasShareCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Refresh(e.data) // A saw the DDL pass through it
-	waitFor(t, "replica A's rebuild", func() bool { s := a.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
-	waitFor(t, "replica B to converge", func() bool { s := b.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
+	poll.Until(t, "replica A's rebuild", func() bool { s := a.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
+	poll.Until(t, "replica B to converge", func() bool { s := b.Current(e.data); return s != nil && len(s.Schema.Tables) == 2 })
 	if va, vb := a.Current(e.data).Version, b.Current(e.data).Version; va != vb || va <= snapA.Version {
 		t.Errorf("versions after the DDL: A %d, B %d (before %d)", va, vb, snapA.Version)
 	}
 	// B took A's new snapshot from the store: "loaded", never "rebuilt".
-	waitFor(t, "replica B to report the load", func() bool { return countB("loaded") > 0 })
+	poll.Until(t, "replica B to report the load", func() bool { return countB("loaded") > 0 })
 	if n := countB("rebuilt"); n != 0 {
 		t.Errorf("replica B reported %d rebuilds; it built nothing", n)
 	}
