@@ -57,7 +57,7 @@ type Cache struct {
 
 type cacheEntry struct {
 	key     string
-	t       memory.Translation
+	t       memory.CacheEntry
 	expires time.Time
 }
 
@@ -68,46 +68,46 @@ func NewCache(max int, ttl time.Duration) *Cache {
 }
 
 // Get returns the cached translation for k.
-func (c *Cache) Get(k CacheKey) (memory.Translation, bool) {
+func (c *Cache) Get(k CacheKey) (memory.CacheEntry, bool) {
 	if c == nil || c.max <= 0 {
-		return memory.Translation{}, false
+		return memory.CacheEntry{}, false
 	}
 	h := k.hash()
 	if t, ok := c.getLocal(h); ok {
 		return t, true
 	}
 	if c.Backend == nil {
-		return memory.Translation{}, false
+		return memory.CacheEntry{}, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 	defer cancel()
-	t, ok, err := c.Backend.GetTranslation(ctx, h)
+	t, ok, err := c.Backend.GetEntry(ctx, h)
 	if err != nil || !ok {
-		return memory.Translation{}, false
+		return memory.CacheEntry{}, false
 	}
 	c.putLocal(h, t)
 	return t, true
 }
 
-func (c *Cache) getLocal(h string) (memory.Translation, bool) {
+func (c *Cache) getLocal(h string) (memory.CacheEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[h]
 	if !ok {
-		return memory.Translation{}, false
+		return memory.CacheEntry{}, false
 	}
 	e := el.Value.(*cacheEntry)
 	if c.now().After(e.expires) {
 		c.order.Remove(el)
 		delete(c.items, h)
-		return memory.Translation{}, false
+		return memory.CacheEntry{}, false
 	}
 	c.order.MoveToFront(el)
 	return e.t, true
 }
 
 // Put stores t for k.
-func (c *Cache) Put(k CacheKey, t memory.Translation) {
+func (c *Cache) Put(k CacheKey, t memory.CacheEntry) {
 	if c == nil || c.max <= 0 || c.ttl <= 0 {
 		return
 	}
@@ -116,11 +116,11 @@ func (c *Cache) Put(k CacheKey, t memory.Translation) {
 	if c.Backend != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), backendTimeout)
 		defer cancel()
-		_ = c.Backend.PutTranslation(ctx, h, t, c.now().Add(c.ttl))
+		_ = c.Backend.PutEntry(ctx, h, t, c.now().Add(c.ttl))
 	}
 }
 
-func (c *Cache) putLocal(h string, t memory.Translation) {
+func (c *Cache) putLocal(h string, t memory.CacheEntry) {
 	if c.ttl <= 0 {
 		return
 	}

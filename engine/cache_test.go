@@ -16,7 +16,7 @@ func TestCache(t *testing.T) {
 		return CacheKey{Question: q, Database: "shop", Fingerprint: "f1", Role: "alice"}
 	}
 
-	c.Put(k("How many orders?"), memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75})
+	c.Put(k("How many orders?"), memory.CacheEntry{SQL: "SELECT count(*) FROM orders", Confidence: 0.75})
 	tests := []struct {
 		name string
 		key  CacheKey
@@ -32,7 +32,7 @@ func TestCache(t *testing.T) {
 		if hit != tt.hit {
 			t.Errorf("%s: hit = %v, want %v", tt.name, hit, tt.hit)
 		}
-		if hit && !reflect.DeepEqual(got, memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.75}) {
+		if hit && !reflect.DeepEqual(got, memory.CacheEntry{SQL: "SELECT count(*) FROM orders", Confidence: 0.75}) {
 			t.Errorf("%s: got %+v", tt.name, got)
 		}
 	}
@@ -42,10 +42,10 @@ func TestCache(t *testing.T) {
 		t.Error("expired entry still served")
 	}
 
-	c.Put(k("a"), memory.Translation{SQL: "SELECT 1", Confidence: -1})
-	c.Put(k("b"), memory.Translation{SQL: "SELECT 2", Confidence: -1})
+	c.Put(k("a"), memory.CacheEntry{SQL: "SELECT 1", Confidence: -1})
+	c.Put(k("b"), memory.CacheEntry{SQL: "SELECT 2", Confidence: -1})
 	c.Get(k("a")) // a becomes most recent, so b is evicted next
-	c.Put(k("c"), memory.Translation{SQL: "SELECT 3", Confidence: -1})
+	c.Put(k("c"), memory.CacheEntry{SQL: "SELECT 3", Confidence: -1})
 	if _, hit := c.Get(k("b")); hit {
 		t.Error("least recently used entry not evicted")
 	}

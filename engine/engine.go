@@ -332,7 +332,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, memory.Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
+	e.Cache.Put(key, memory.CacheEntry{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
 	return res, nil
 }
 

@@ -66,10 +66,10 @@ func NormalizeQuestion(q string) string {
 	return strings.TrimRightFunc(q, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
-// Translation is what the cache keeps of an answer: the SQL and the
+// CacheEntry is what the cache keeps of an answer: the SQL and the
 // confidence it was chosen with (-1: unknown), so that a re-asked question
 // reports the same confidence.
-type Translation struct {
+type CacheEntry struct {
 	SQL        string
 	Confidence float64
 	// Rewrites are the literals literal correction changed in SQL, told
@@ -115,6 +115,6 @@ func quoted(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "
 // CacheBackend is a second cache level shared by proxy replicas (the
 // catalog store). Keys are opaque digests; failures only cost a miss.
 type CacheBackend interface {
-	GetTranslation(ctx context.Context, key string) (t Translation, ok bool, err error)
-	PutTranslation(ctx context.Context, key string, t Translation, expires time.Time) error
+	GetEntry(ctx context.Context, key string) (t CacheEntry, ok bool, err error)
+	PutEntry(ctx context.Context, key string, t CacheEntry, expires time.Time) error
 }

@@ -261,18 +261,18 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 
 // ---- memory.CacheBackend ----
 
-// GetTranslation implements memory.CacheBackend. A NULL confidence (a
+// GetEntry implements memory.CacheBackend. A NULL confidence (a
 // translation without one) reads as -1, unknown.
-func (s *Store) GetTranslation(ctx context.Context, key string) (memory.Translation, bool, error) {
-	var t memory.Translation
+func (s *Store) GetEntry(ctx context.Context, key string) (memory.CacheEntry, bool, error) {
+	var t memory.CacheEntry
 	var conf *float64
 	var rewrites []byte
 	err := s.pool.QueryRow(ctx, `SELECT sql, confidence, rewrites FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf, &rewrites)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return memory.Translation{}, false, nil
+		return memory.CacheEntry{}, false, nil
 	}
 	if err != nil {
-		return memory.Translation{}, false, fmt.Errorf("catalog store: %w", err)
+		return memory.CacheEntry{}, false, fmt.Errorf("catalog store: %w", err)
 	}
 	t.Confidence = -1
 	if conf != nil {
@@ -280,15 +280,15 @@ func (s *Store) GetTranslation(ctx context.Context, key string) (memory.Translat
 	}
 	if rewrites != nil {
 		if err := json.Unmarshal(rewrites, &t.Rewrites); err != nil {
-			return memory.Translation{}, false, fmt.Errorf("catalog store: translation rewrites: %w", err)
+			return memory.CacheEntry{}, false, fmt.Errorf("catalog store: translation rewrites: %w", err)
 		}
 	}
 	return t, true, nil
 }
 
-// PutTranslation implements memory.CacheBackend; expired rows are pruned
+// PutEntry implements memory.CacheBackend; expired rows are pruned
 // now and then by the writes themselves.
-func (s *Store) PutTranslation(ctx context.Context, key string, t memory.Translation, expires time.Time) error {
+func (s *Store) PutEntry(ctx context.Context, key string, t memory.CacheEntry, expires time.Time) error {
 	var conf *float64
 	if t.Confidence >= 0 {
 		conf = &t.Confidence

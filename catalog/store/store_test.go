@@ -185,39 +185,39 @@ func TestTranslations(t *testing.T) {
 	s := e.open(t, store.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.PutTranslation(ctx, "k1", memory.Translation{SQL: "SELECT 1", Confidence: 0.5}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutEntry(ctx, "k1", memory.CacheEntry{SQL: "SELECT 1", Confidence: 0.5}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutTranslation(ctx, "k2", memory.Translation{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
+	if err := s.PutEntry(ctx, "k2", memory.CacheEntry{SQL: "SELECT 2", Confidence: -1}, time.Now().Add(-time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k1"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 1", Confidence: 0.5}) {
+	if tr, ok, err := s.GetEntry(ctx, "k1"); err != nil || !ok || !reflect.DeepEqual(tr, memory.CacheEntry{SQL: "SELECT 1", Confidence: 0.5}) {
 		t.Errorf("k1: %+v %v %v", tr, ok, err)
 	}
 	// Unknown confidence is stored as NULL and read back as -1.
-	if err := s.PutTranslation(ctx, "k3", memory.Translation{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutEntry(ctx, "k3", memory.CacheEntry{SQL: "SELECT 3", Confidence: -1}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k3"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 3", Confidence: -1}) {
+	if tr, ok, err := s.GetEntry(ctx, "k3"); err != nil || !ok || !reflect.DeepEqual(tr, memory.CacheEntry{SQL: "SELECT 3", Confidence: -1}) {
 		t.Errorf("k3: %+v %v %v", tr, ok, err)
 	}
 	// Literal rewrites come back with the translation.
 	rw := []memory.LiteralRewrite{{Table: "public.t", Column: "c", From: "spanish", To: "Spanish", Kind: memory.RewriteCase}}
-	if err := s.PutTranslation(ctx, "k4", memory.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutEntry(ctx, "k4", memory.CacheEntry{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "k4"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}) {
+	if tr, ok, err := s.GetEntry(ctx, "k4"); err != nil || !ok || !reflect.DeepEqual(tr, memory.CacheEntry{SQL: "SELECT 4", Confidence: -1, Rewrites: rw}) {
 		t.Errorf("k4: %+v %v %v", tr, ok, err)
 	}
-	if _, ok, err := s.GetTranslation(ctx, "k2"); err != nil || ok {
+	if _, ok, err := s.GetEntry(ctx, "k2"); err != nil || ok {
 		t.Errorf("expired k2: %v %v", ok, err)
 	}
 	// Through engine.Cache: two replicas' caches share the store.
 	c1, c2 := engine.NewCache(10, time.Hour), engine.NewCache(10, time.Hour)
 	c1.Backend, c2.Backend = s, s
 	key := engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "fp", Role: "r"}
-	c1.Put(key, memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
-	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
+	c1.Put(key, memory.CacheEntry{SQL: "SELECT count(*) FROM orders", Confidence: 0.9})
+	if tr, ok := c2.Get(engine.CacheKey{Question: "how many  orders", Database: e.data, Fingerprint: "fp", Role: "r"}); !ok || !reflect.DeepEqual(tr, memory.CacheEntry{SQL: "SELECT count(*) FROM orders", Confidence: 0.9}) {
 		t.Errorf("replica 2's cache: %+v %v", tr, ok)
 	}
 	if _, ok := c2.Get(engine.CacheKey{Question: "How many orders?", Database: e.data, Fingerprint: "other", Role: "r"}); ok {
@@ -238,13 +238,13 @@ INSERT INTO nlproxy.translations VALUES ('old', 'SELECT 1', now() + interval '1 
 		t.Fatal(err)
 	}
 	s := e.open(t, store.Options{})
-	if tr, ok, err := s.GetTranslation(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, memory.Translation{SQL: "SELECT 1", Confidence: -1}) {
+	if tr, ok, err := s.GetEntry(ctx, "old"); err != nil || !ok || !reflect.DeepEqual(tr, memory.CacheEntry{SQL: "SELECT 1", Confidence: -1}) {
 		t.Fatalf("old row: %+v %v %v", tr, ok, err)
 	}
-	if err := s.PutTranslation(ctx, "new", memory.Translation{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
+	if err := s.PutEntry(ctx, "new", memory.CacheEntry{SQL: "SELECT 2", Confidence: 0.8}, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if tr, ok, err := s.GetTranslation(ctx, "new"); err != nil || !ok || tr.Confidence != 0.8 {
+	if tr, ok, err := s.GetEntry(ctx, "new"); err != nil || !ok || tr.Confidence != 0.8 {
 		t.Fatalf("new row: %+v %v %v", tr, ok, err)
 	}
 }
