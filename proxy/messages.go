@@ -77,8 +77,10 @@ const maxTagInspected = 256
 // onClient records what frontend message typ, on its way upstream, does to
 // the session's state. body is the message's whole body when the relay
 // holds it (a Query or Parse is then seen by the workload observer), nil
-// when it streams the message. The proxy's own Syncs and Queries count here
-// too: each is answered by one ReadyForQuery.
+// when it streams the message. A Query the proxy sends in place of the
+// client's (synthQuery, failQuery, …) is recorded here too; the proxy's own
+// Syncs (sync, dropOwn) only count a unit (shared.sent), as they leave the
+// client's batch as it is.
 func (s *session) onClient(typ byte, body []byte) {
 	if h := s.srv.stateHook; h != nil {
 		h(s, true, typ, false)
