@@ -22,7 +22,6 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
-	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -108,22 +107,14 @@ func newFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
-	if err := cluster.CreateRole(ctx, askUser, askPass, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db+" OWNER "+askUser); err != nil {
-		t.Fatal(err)
-	}
 	// The asking role owns the data: it is loaded over TCP with its own
 	// SCRAM login, as an application would.
+	pgtest.OwnedSampleDB(ctx, t, cluster, askUser, askPass, db)
 	owner, err := pgx.Connect(ctx, cluster.URL(askUser, askPass, db))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer owner.Close(ctx)
-	if err := sampledb.Load(ctx, owner, sampledb.Small); err != nil {
-		t.Fatalf("load sample db: %v", err)
-	}
 	if _, err := owner.Exec(ctx, otherDDL); err != nil {
 		t.Fatal(err)
 	}
