@@ -19,13 +19,6 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
-// Substrings that tell the pipeline's prompts apart (see prompts/templates).
-const (
-	keywordsPrompt  = "You pick search terms"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-)
-
 type fixture struct {
 	cluster *pgtest.Cluster
 	fake    *fakeollama.Server
@@ -173,11 +166,11 @@ func TestTranslate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f.fake.Reset()
 			rules := []fakeollama.Rule{
-				{Name: "keywords", PromptContains: []string{keywordsPrompt, tt.question}, Reply: tt.keywords},
-				{Name: "candidate", PromptContains: []string{candidatePrompt, tt.question}, Reply: tt.candidate},
+				{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords, tt.question}, Reply: tt.keywords},
+				{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, tt.question}, Reply: tt.candidate},
 			}
 			for _, fix := range tt.fixes {
-				rules = append(rules, fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: fix, Times: 1})
+				rules = append(rules, fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer}, Reply: fix, Times: 1})
 			}
 			f.fake.SetRules(rules...)
 			eng := f.engine(t)
@@ -221,9 +214,9 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`},
-		fakeollama.Rule{Name: "slow", PromptContains: []string{candidatePrompt, "slowly"}, Reply: sqlReply("SELECT 1"), Delay: 10 * time.Minute}, // forever, for the test
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["stores"]}`},
+		fakeollama.Rule{Name: "slow", PromptContains: []string{fakeollama.PromptCandidate, "slowly"}, Reply: sqlReply("SELECT 1"), Delay: 10 * time.Minute}, // forever, for the test
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM stores")},
 	)
 	eng := f.engine(t)
 
@@ -345,8 +338,8 @@ func TestPrivilegesRestrictSchema(t *testing.T) {
 	}
 	defer clerk.Close(ctx)
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores", "sales"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["stores", "sales"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM stores")},
 	)
 	eng := f.engine(t)
 	req := f.request("how many stores and sales")
@@ -357,7 +350,7 @@ func TestPrivilegesRestrictSchema(t *testing.T) {
 	var prompt string
 	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 		for _, m := range r.Messages {
-			if strings.Contains(m.Content, candidatePrompt) {
+			if strings.Contains(m.Content, fakeollama.PromptCandidate) {
 				prompt = m.Content
 			}
 		}
@@ -385,7 +378,7 @@ func TestPrivilegesNothingReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	f.fake.SetRules(fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`})
+	f.fake.SetRules(fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["stores"]}`})
 	f.fake.Reset()
 	req := f.request("how many stores")
 	req.User, req.Exec = role, ConnExecutor{Conn: conn}

@@ -352,8 +352,8 @@ func TestTranslateAliasLiteral(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f.fake.SetRules(
-				fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["shops"], "entities": ["California"]}`},
-				fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply(tc.sql)},
+				fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["shops"], "entities": ["California"]}`},
+				fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(tc.sql)},
 			)
 			f.fake.Reset()
 			res, err := f.engine(t).Translate(ctx, f.request("how many shops are in California"))
@@ -367,7 +367,7 @@ func TestTranslateAliasLiteral(t *testing.T) {
 			var prompt string
 			for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 				for _, m := range r.Messages {
-					if strings.Contains(m.Content, candidatePrompt) {
+					if strings.Contains(m.Content, fakeollama.PromptCandidate) {
 						prompt = m.Content
 					}
 				}

@@ -39,10 +39,10 @@ func TestProfileBalancedSelects(t *testing.T) {
 	ctx := context.Background()
 	q := "total sales amount per store city"
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales", "store"]}`},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["sales", "store"]}`},
 		fakeollama.Rule{Name: "plan", PromptContains: []string{planPrompt}, Reply: "Plan:\n1. scan\n```sql\n" + countPerStore + "\n```"},
-		fakeollama.Rule{Name: "divide1", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore), Times: 1},
-		fakeollama.Rule{Name: "divide2", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore2), Times: 1},
+		fakeollama.Rule{Name: "divide1", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(sumPerStore), Times: 1},
+		fakeollama.Rule{Name: "divide2", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(sumPerStore2), Times: 1},
 		fakeollama.Rule{Name: "tests", PromptContains: []string{unitTestsPrompt}, Reply: `{"tests": ["sums the amounts", "one row per city", "uses sales.amount"]}`},
 		// Every test passes the candidate whose result shows sums (the first
 		// cluster: the larger one, numbered 1).
@@ -87,7 +87,7 @@ func TestProfileMaxUsesEveryGenerator(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["sales"]}`},
 		fakeollama.Rule{Name: "synthetic", PromptContains: []string{syntheticPrompt}, Reply: `{"examples": [
 			{"question": "How many stores are there?", "sql": "SELECT count(*) FROM stores"},
 			{"question": "Delete everything", "sql": "DELETE FROM sales"},
@@ -95,7 +95,7 @@ func TestProfileMaxUsesEveryGenerator(t *testing.T) {
 		fakeollama.Rule{Name: "decompose", PromptContains: []string{decomposePrompt}, Reply: `{"targets": ["city", "total amount"], "conditions": ["group by city"]}`},
 		fakeollama.Rule{Name: "subsql", PromptContains: []string{subSQLPrompt}, Reply: "```sql\n" + sumPerStore + "\n```"},
 		fakeollama.Rule{Name: "plan", PromptContains: []string{planPrompt}, Reply: "Plan:\n1. scan\n```sql\n" + countPerStore + "\n```"},
-		fakeollama.Rule{Name: "divide", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore2)},
+		fakeollama.Rule{Name: "divide", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(sumPerStore2)},
 		fakeollama.Rule{Name: "pairwise", PromptContains: []string{pairwisePrompt}, ReplyFunc: func(v fakeollama.ChatView) string {
 			// The candidate that sums is better, whichever side it is on.
 			a := v.LastUser()[strings.Index(v.LastUser(), "Candidate A:"):strings.Index(v.LastUser(), "Candidate B:")]
@@ -132,7 +132,7 @@ func TestProfileMaxUsesEveryGenerator(t *testing.T) {
 	var shown bool
 	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 		p := r.System + "\n" + r.Messages[len(r.Messages)-1].Content
-		if strings.Contains(p, candidatePrompt) && strings.Contains(p, "Questions answered before") {
+		if strings.Contains(p, fakeollama.PromptCandidate) && strings.Contains(p, "Questions answered before") {
 			shown = true
 			if !strings.Contains(p, "How many stores are there?") || strings.Contains(p, "DELETE") || strings.Contains(p, "Mars") {
 				t.Errorf("synthetic examples in prompt:\n%s", p)
@@ -153,8 +153,8 @@ func TestAbstain(t *testing.T) {
 
 	t.Run("the model says the data cannot answer", func(t *testing.T) {
 		f.fake.SetRules(
-			fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["weather"]}`},
-			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: unanswerableReply},
+			fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["weather"]}`},
+			fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: unanswerableReply},
 		)
 		_, err := f.engine(t).Translate(ctx, f.request("what was the weather in LA yesterday?"))
 		var ee *pg.Error
@@ -165,10 +165,10 @@ func TestAbstain(t *testing.T) {
 
 	t.Run("candidates disagree", func(t *testing.T) {
 		f.fake.SetRules(
-			fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`},
-			fakeollama.Rule{Name: "a", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sumPerStore), Times: 1},
-			fakeollama.Rule{Name: "b", PromptContains: []string{candidatePrompt}, Reply: sqlReply(countPerStore), Times: 1},
-			fakeollama.Rule{Name: "c", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT s.city, max(x.amount) FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"), Times: 1},
+			fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["sales"]}`},
+			fakeollama.Rule{Name: "a", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(sumPerStore), Times: 1},
+			fakeollama.Rule{Name: "b", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply(countPerStore), Times: 1},
+			fakeollama.Rule{Name: "c", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT s.city, max(x.amount) FROM stores s JOIN sales x ON x.store_id = s.id GROUP BY s.city"), Times: 1},
 		)
 		eng := f.engine(t)
 		eng.Profiles = map[string]*Profile{"split": {
@@ -197,9 +197,9 @@ func TestAbstain(t *testing.T) {
 		{"an agreed answer outvotes unanswerable", []string{sqlReply(sumPerStore), unanswerableReply, sqlReply(sumPerStore2)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["sales"]}`}}
+			rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["sales"]}`}}
 			for i, r := range tc.replies {
-				rules = append(rules, fakeollama.Rule{Name: fmt.Sprint("c", i), PromptContains: []string{candidatePrompt}, Reply: r, Times: 1})
+				rules = append(rules, fakeollama.Rule{Name: fmt.Sprint("c", i), PromptContains: []string{fakeollama.PromptCandidate}, Reply: r, Times: 1})
 			}
 			f.fake.SetRules(rules...)
 			eng := f.engine(t)
@@ -238,8 +238,8 @@ func TestRememberedPairs(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["stores"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM stores")},
 	)
 	eng := f.engine(t)
 	if err := eng.AddPair(ctx, "postgres", "How many sales were there?", "SELECT count(*) FROM sales"); err != nil {
@@ -291,8 +291,8 @@ func TestRememberedPairsByEmbedding(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["citywide"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["citywide"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM stores")},
 	)
 	const question = "citywide?"
 	for _, tc := range []struct {
@@ -328,7 +328,7 @@ func TestRememberedPairsByEmbedding(t *testing.T) {
 			}
 			var prompt string
 			for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
-				if p := r.Messages[len(r.Messages)-1].Content; strings.Contains(p, candidatePrompt) || strings.Contains(r.System, candidatePrompt) {
+				if p := r.Messages[len(r.Messages)-1].Content; strings.Contains(p, fakeollama.PromptCandidate) || strings.Contains(r.System, fakeollama.PromptCandidate) {
 					prompt = r.System + "\n" + p
 				}
 			}

@@ -245,8 +245,8 @@ GRANT SELECT (id, store_id, name) ON staff TO `+clerk+`;`); err != nil {
 		},
 	}}
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["staff", "store", "city"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM staff")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["staff", "store", "city"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM staff")},
 	)
 	cfg, err := pgconn.ParseConfig(f.cluster.URL(clerk, "", "postgres"))
 	if err != nil {
@@ -278,7 +278,7 @@ GRANT SELECT (id, store_id, name) ON staff TO `+clerk+`;`); err != nil {
 		var prompt string
 		for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 			for _, m := range r.Messages {
-				if strings.Contains(m.Content, candidatePrompt) {
+				if strings.Contains(m.Content, fakeollama.PromptCandidate) {
 					prompt = m.Content
 				}
 			}

@@ -102,7 +102,7 @@ func candidatePrompts(f *fakeollama.Server) []string {
 	var out []string
 	for _, r := range f.RequestsTo(fakeollama.RouteChat) {
 		for _, m := range r.Messages {
-			if strings.Contains(m.Content, candidatePrompt) {
+			if strings.Contains(m.Content, fakeollama.PromptCandidate) {
 				out = append(out, m.Content)
 			}
 		}
@@ -119,9 +119,9 @@ func TestWorkloadSynthPairs(t *testing.T) {
 	f := newPairsFixture(t)
 	const pairSQL = "SELECT st.city, count(*) FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.city = 'LA' GROUP BY st.city"
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["staff", "store", "city"]}`},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["staff", "store", "city"]}`},
 		fakeollama.Rule{Name: "example", PromptContains: []string{workloadExamplePrompt}, Reply: exampleReply("How many staff work in LA?", pairSQL)},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM staff")},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM staff")},
 	)
 
 	eng, pairs := f.engine(t)
@@ -199,9 +199,9 @@ func TestWorkloadSynthRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f.fake.Reset()
 			f.fake.SetRules(
-				fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["staff", "store", "city"]}`},
+				fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["staff", "store", "city"]}`},
 				fakeollama.Rule{Name: "example", PromptContains: []string{workloadExamplePrompt}, Reply: tt.reply},
-				fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM staff")},
+				fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM staff")},
 			)
 			eng, pairs := f.engine(t)
 			for i, q := range []string{"how many staff work per store city", "staff count of each store city"} {
@@ -229,8 +229,8 @@ func TestWorkloadSynthRefused(t *testing.T) {
 func TestWorkloadPairVisibility(t *testing.T) {
 	f := newPairsFixture(t)
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["staff", "salary"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM staff")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["staff", "salary"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM staff")},
 	)
 	eng, pairs := f.engine(t)
 	eng.Workload = nil

@@ -33,13 +33,8 @@ import (
 
 // Substrings that tell the prompts apart (prompts/templates).
 const (
-	switchPrompt    = "You decide whether a question needs data"
-	planPrompt      = "You plan how to answer a question from several"
-	answerPrompt    = "You answer a question from the results of SQL"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-	fakeModel       = "qwen2.5-coder:7b"
-	authPassword    = "auth-pw"
+	fakeModel    = "qwen2.5-coder:7b"
+	authPassword = "auth-pw"
 )
 
 // PairResult is the two-database measurement.
@@ -188,14 +183,14 @@ GRANT analyst TO nlproxy_auth; GRANT limited TO nlproxy_auth;`, authPassword)
 		plan := fmt.Sprintf(`{"steps": [{"database": %q, "goal": %q}, {"database": %q, "goal": %q}], "combine": "larger"}`,
 			p[0].q.DB, p[0].q.Question, p[1].q.DB, p[1].q.Question)
 		rules := []fakeollama.Rule{
-			{Name: "switch", PromptContains: []string{switchPrompt}, Reply: `{"needs_data": true, "answer": ""}`},
-			{Name: "plan", PromptContains: []string{planPrompt}, Reply: plan},
-			{Name: "answer", PromptContains: []string{answerPrompt}, Reply: `{"answer": "See the computed comparison."}`},
+			{Name: "switch", PromptContains: []string{fakeollama.PromptSwitch}, Reply: `{"needs_data": true, "answer": ""}`},
+			{Name: "plan", PromptContains: []string{fakeollama.PromptPlan}, Reply: plan},
+			{Name: "answer", PromptContains: []string{fakeollama.PromptAnswer}, Reply: `{"answer": "See the computed comparison."}`},
 		}
 		for _, n := range p {
 			reply := "```sql\n" + n.sql + "\n```"
-			rules = append(rules, fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, n.q.Question}, Reply: reply},
-				fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, n.q.Question}, Reply: reply})
+			rules = append(rules, fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, n.q.Question}, Reply: reply},
+				fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer, n.q.Question}, Reply: reply})
 		}
 		fake.SetRules(rules...)
 

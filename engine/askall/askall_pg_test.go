@@ -23,14 +23,7 @@ import (
 )
 
 // Substrings that tell the prompts apart (prompts/templates).
-const (
-	switchPrompt    = "You decide whether a question needs data"
-	planPrompt      = "You plan how to answer a question from several"
-	returnPrompt    = "You check whether one SQL query's result"
-	answerPrompt    = "You answer a question from the results of SQL"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-)
+const ()
 
 const (
 	model    = "qwen2.5-coder:7b"
@@ -182,16 +175,16 @@ GRANT SELECT ON payroll TO nlproxy_auth; -- its own right, never the asker's`)
 // return-type decision and the prose answer.
 func (w *world) script(needsData bool, plan string, sqlByGoal map[string]string, returnsRows bool, answer string) {
 	rules := []fakeollama.Rule{
-		{Name: "switch", PromptContains: []string{switchPrompt}, Reply: fmt.Sprintf(`{"needs_data": %t, "answer": "ARR is annual recurring revenue."}`, needsData)},
-		{Name: "plan", PromptContains: []string{planPrompt}, Reply: plan},
-		{Name: "return", PromptContains: []string{returnPrompt}, Reply: fmt.Sprintf(`{"answers": %t}`, returnsRows)},
-		{Name: "answer", PromptContains: []string{answerPrompt}, Reply: fmt.Sprintf(`{"answer": %q}`, answer)},
+		{Name: "switch", PromptContains: []string{fakeollama.PromptSwitch}, Reply: fmt.Sprintf(`{"needs_data": %t, "answer": "ARR is annual recurring revenue."}`, needsData)},
+		{Name: "plan", PromptContains: []string{fakeollama.PromptPlan}, Reply: plan},
+		{Name: "return", PromptContains: []string{fakeollama.PromptReturn}, Reply: fmt.Sprintf(`{"answers": %t}`, returnsRows)},
+		{Name: "answer", PromptContains: []string{fakeollama.PromptAnswer}, Reply: fmt.Sprintf(`{"answer": %q}`, answer)},
 	}
 	for goal, sql := range sqlByGoal {
 		reply := "```sql\n" + sql + "\n```"
 		rules = append(rules,
-			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, goal}, Reply: reply},
-			fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, goal}, Reply: reply})
+			fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, goal}, Reply: reply},
+			fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer, goal}, Reply: reply})
 	}
 	w.fake.SetRules(rules...)
 	w.fake.Reset()
@@ -398,7 +391,7 @@ func TestAskAcrossDatabases(t *testing.T) {
 	})
 
 	t.Run("a failing model server is 58000, a cancelled ask 57014", func(t *testing.T) {
-		w.fake.SetRules(fakeollama.Rule{Name: "down", PromptContains: []string{switchPrompt}, Status: 500, Error: "overloaded"})
+		w.fake.SetRules(fakeollama.Rule{Name: "down", PromptContains: []string{fakeollama.PromptSwitch}, Status: 500, Error: "overloaded"})
 		_, err := w.ask(t, "anything at all", false)
 		var ee *pg.Error
 		if !errors.As(err, &ee) || ee.Code != pg.CodeSystemError {

@@ -27,14 +27,7 @@ import (
 )
 
 // Substrings that tell the prompts apart (prompts/templates).
-const (
-	switchPrompt    = "You decide whether a question needs data"
-	planPrompt      = "You plan how to answer a question from several"
-	returnPrompt    = "You check whether one SQL query's result"
-	answerPrompt    = "You answer a question from the results of SQL"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-)
+const ()
 
 const (
 	model     = "qwen2.5-coder:7b"
@@ -150,16 +143,16 @@ func (f *fixture) script(plan string, sqlByGoal map[string]string, returnsRows b
 
 func rules(plan string, sqlByGoal map[string]string, returnsRows bool, answer string) []fakeollama.Rule {
 	rules := []fakeollama.Rule{
-		{Name: "switch", PromptContains: []string{switchPrompt}, Reply: `{"needs_data": true, "answer": ""}`},
-		{Name: "plan", PromptContains: []string{planPrompt}, Reply: plan},
-		{Name: "return", PromptContains: []string{returnPrompt}, Reply: fmt.Sprintf(`{"answers": %t}`, returnsRows)},
-		{Name: "answer", PromptContains: []string{answerPrompt}, Reply: fmt.Sprintf(`{"answer": %q}`, answer)},
+		{Name: "switch", PromptContains: []string{fakeollama.PromptSwitch}, Reply: `{"needs_data": true, "answer": ""}`},
+		{Name: "plan", PromptContains: []string{fakeollama.PromptPlan}, Reply: plan},
+		{Name: "return", PromptContains: []string{fakeollama.PromptReturn}, Reply: fmt.Sprintf(`{"answers": %t}`, returnsRows)},
+		{Name: "answer", PromptContains: []string{fakeollama.PromptAnswer}, Reply: fmt.Sprintf(`{"answer": %q}`, answer)},
 	}
 	for goal, sql := range sqlByGoal {
 		reply := "```sql\n" + sql + "\n```"
 		rules = append(rules,
-			fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, goal}, Reply: reply},
-			fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, goal}, Reply: reply})
+			fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, goal}, Reply: reply},
+			fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer, goal}, Reply: reply})
 	}
 	return rules
 }
@@ -260,7 +253,7 @@ func TestAskAll(t *testing.T) {
 		const listGoal = "List the ids and notes of EU shop orders"
 		const listSQL = "SELECT id, note FROM orders ORDER BY id"
 		// The prepared question gets a one-step plan whose rows are the answer.
-		f.fake.SetRules(append([]fakeollama.Rule{{Name: "plan-list", PromptContains: []string{planPrompt, "ids and notes"},
+		f.fake.SetRules(append([]fakeollama.Rule{{Name: "plan-list", PromptContains: []string{fakeollama.PromptPlan, "ids and notes"},
 			Reply: `{"steps": [{"database": "eu", "goal": "` + listGoal + `"}], "combine": "none"}`}},
 			rules(twoSteps, map[string]string{euGoal: marchSQL, usGoal: marchSQL, listGoal: listSQL}, true, "The EU shop sold more.")...)...)
 		f.fake.Reset()

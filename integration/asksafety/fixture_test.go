@@ -28,13 +28,6 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
-// Substrings that tell the pipeline's prompts apart (see prompts/templates).
-const (
-	keywordsPrompt  = "You pick search terms"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-)
-
 const (
 	model    = "qwen2.5-coder:7b"
 	askUser  = "asker"
@@ -188,13 +181,13 @@ func tagOf(v vector) string { return "hostile " + v.id + " " }
 // scriptCorpus makes the fake model answer every vector's question with its
 // SQL, at generation and at every fix.
 func (f *fixture) scriptCorpus(vs []vector) {
-	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts", "note"], "entities": []}`}}
+	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["accounts", "note"], "entities": []}`}}
 	for _, v := range vs {
 		rules = append(rules,
 			// Matched on the asked question only: remembered pairs of other
 			// vectors appear in the prompt as examples.
-			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{candidatePrompt}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)},
-			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fixerPrompt}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)})
+			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{fakeollama.PromptCandidate}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)},
+			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fakeollama.PromptFixer}, Match: fakeollama.QuestionContains(tagOf(v)), Reply: sqlReply(v.sql)})
 	}
 	f.fake.SetRules(rules...)
 }

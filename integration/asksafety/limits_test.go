@@ -67,9 +67,9 @@ func TestMemoryBounded(t *testing.T) {
 	_, addr := f.startProxy(t, eng, nil)
 	conn := f.askerConn(t, addr)
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts"], "entities": []}`},
-		fakeollama.Rule{Name: "endless", PromptContains: []string{candidatePrompt, "never stops"}, Reply: strings.Repeat("SELECT balance FROM accounts UNION ALL ", 40), Fault: fakeollama.FaultEndless},
-		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT repeat(repeat('x', 1000000), 200) AS big")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["accounts"], "entities": []}`},
+		fakeollama.Rule{Name: "endless", PromptContains: []string{fakeollama.PromptCandidate, "never stops"}, Reply: strings.Repeat("SELECT balance FROM accounts UNION ALL ", 40), Fault: fakeollama.FaultEndless},
+		fakeollama.Rule{Name: "huge", PromptContains: []string{fakeollama.PromptCandidate, "huge row"}, Reply: sqlReply("SELECT repeat(repeat('x', 1000000), 200) AS big")},
 	)
 	const budget = 64 << 20 // far below either attack, far above an ask's own needs
 	for _, tc := range []struct {
@@ -111,8 +111,8 @@ func TestConcurrentAskLimits(t *testing.T) {
 	entered := make(chan struct{}, 8)
 	release := make(chan struct{})
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts"], "entities": []}`},
-		fakeollama.Rule{Name: "blocked", PromptContains: []string{candidatePrompt}, ReplyFunc: func(fakeollama.ChatView) string {
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["accounts"], "entities": []}`},
+		fakeollama.Rule{Name: "blocked", PromptContains: []string{fakeollama.PromptCandidate}, ReplyFunc: func(fakeollama.ChatView) string {
 			entered <- struct{}{}
 			<-release
 			return sqlReply("SELECT count(*) FROM accounts")

@@ -159,13 +159,13 @@ func TestResolutionIsPinned(t *testing.T) {
 		return n
 	}
 
-	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt},
+	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords},
 		Reply: `{"keywords": ["ledger", "owner", "cases"], "entities": ["zanzibar columsecret", "ozymandias rowsecet"]}`}}
 	for _, v := range resolutionCorpus {
 		tag := "hostile " + v.id + " "
 		rules = append(rules,
-			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{candidatePrompt}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(v.sql)},
-			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fixerPrompt}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(v.sql)})
+			fakeollama.Rule{Name: "candidate " + v.id, PromptContains: []string{fakeollama.PromptCandidate}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(v.sql)},
+			fakeollama.Rule{Name: "fix " + v.id, PromptContains: []string{fakeollama.PromptFixer}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(v.sql)})
 	}
 	f.fake.SetRules(rules...)
 
@@ -297,9 +297,9 @@ func TestPrivilegeChangeTakesEffect(t *testing.T) {
 	defer cancel()
 	db := f.malloryDatabase(t, "privs")
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["ledger", "motto"], "entities": ["zanzibar columsecret"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT id FROM ledger WHERE id = 1")},
-		fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: sqlReply("SELECT id FROM ledger WHERE id = 1")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["ledger", "motto"], "entities": ["zanzibar columsecret"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT id FROM ledger WHERE id = 1")},
+		fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer}, Reply: sqlReply("SELECT id FROM ledger WHERE id = 1")},
 	)
 	shown := func(t *testing.T, n int) bool {
 		t.Helper()

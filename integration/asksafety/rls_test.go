@@ -98,9 +98,9 @@ func TestRowLevelSecurity(t *testing.T) {
 	db := f.rlsDatabase(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["patients", "name"], "entities": ["zebedia hidenname"]}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM patients WHERE name = 'zebedia hidenname'")},
-		fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: sqlReply("SELECT count(*) FROM patients WHERE name = 'zebedia hidenname'")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["patients", "name"], "entities": ["zebedia hidenname"]}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM patients WHERE name = 'zebedia hidenname'")},
+		fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer}, Reply: sqlReply("SELECT count(*) FROM patients WHERE name = 'zebedia hidenname'")},
 	)
 	ask := func(t *testing.T, user, q string) (string, string, []string) {
 		t.Helper()
@@ -157,8 +157,8 @@ func TestSetRole(t *testing.T) {
 	db := f.rlsDatabase(t)
 	ctx := context.Background()
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["salaries", "amount", "patients"], "entities": []}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM patients")},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: `{"keywords": ["salaries", "amount", "patients"], "entities": []}`},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate}, Reply: sqlReply("SELECT count(*) FROM patients")},
 	)
 	conn, _ := f.connectAs(t, f.proxy, "boss", db)
 	askPrompt := func(t *testing.T) string {
@@ -174,7 +174,7 @@ func TestSetRole(t *testing.T) {
 		var p string
 		for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 			for _, m := range r.Messages {
-				if strings.Contains(m.Content, candidatePrompt) {
+				if strings.Contains(m.Content, fakeollama.PromptCandidate) {
 					p += m.Content
 				}
 			}

@@ -28,8 +28,8 @@ const (
 
 func testClients(t *testing.T, f *fixture) {
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, clientTopic}, Reply: sqlReply(clientSQL)},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, clientTopic}, Reply: sqlReply(clientSQL)},
 	)
 	f.fake.Reset()
 	rows := f.direct(t, clientSQL)
@@ -142,8 +142,8 @@ func testClients(t *testing.T, f *fixture) {
 // plain SQL, every ask form and the prepared lifecycle its driver uses.
 func testMoreClients(t *testing.T, f *fixture) {
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, clientTopic}, Reply: sqlReply(clientSQL)},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, clientTopic}, Reply: sqlReply(clientSQL)},
 	)
 	f.fake.Reset()
 	rows := f.direct(t, clientSQL)

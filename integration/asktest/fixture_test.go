@@ -29,13 +29,6 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
-// Substrings that tell the pipeline's prompts apart (see prompts/templates).
-const (
-	keywordsPrompt  = "You pick search terms"
-	candidatePrompt = "Divide: split the question"
-	fixerPrompt     = "did not work as it should"
-)
-
 const (
 	db       = "shop"
 	askUser  = "asker"
@@ -200,11 +193,11 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 // keywords step, the candidate, then each fix in turn.
 func (f *fixture) script(question, keywords, candidate string, fixes ...string) {
 	rules := []fakeollama.Rule{
-		{Name: "keywords", PromptContains: []string{keywordsPrompt, question}, Reply: keywords},
-		{Name: "candidate", PromptContains: []string{candidatePrompt, question}, Reply: candidate},
+		{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords, question}, Reply: keywords},
+		{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, question}, Reply: candidate},
 	}
 	for _, fix := range fixes {
-		rules = append(rules, fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt, question}, Reply: fix, Times: 1})
+		rules = append(rules, fakeollama.Rule{Name: "fix", PromptContains: []string{fakeollama.PromptFixer, question}, Reply: fix, Times: 1})
 	}
 	f.fake.SetRules(rules...)
 	f.fake.Reset()

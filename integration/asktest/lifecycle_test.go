@@ -203,8 +203,8 @@ func (f *fixture) askCount() int {
 func testLifecycle(t *testing.T, f *fixture) {
 	const topic = clientTopic + " for the lifecycle"
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt, clientTopic}, Reply: sqlReply(clientSQL)},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords, clientTopic}, Reply: keywordsReply([]string{"products", "product"}, nil)},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{fakeollama.PromptCandidate, clientTopic}, Reply: sqlReply(clientSQL)},
 	)
 	f.fake.Reset()
 	direct := f.cluster.URL(askUser, askPass, db)

@@ -169,7 +169,7 @@ func testOptimizeInMax(t *testing.T, f *fixture) {
 	defer cancel()
 	const q = "how many orders has each customer placed"
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: keywordsReply([]string{"orders", "customer"}, nil)},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: keywordsReply([]string{"orders", "customer"}, nil)},
 		fakeollama.Rule{Name: "instruction", PromptContains: []string{optInstructionPrompt}, Reply: `{"policy": "merge", "instruction": "Count orders once with a grouped LEFT JOIN."}`},
 		fakeollama.Rule{Name: "rewrite-1", PromptContains: []string{optRewritePrompt}, Reply: "```sql\n" + optWrong + "\n```", Times: 1},
 		fakeollama.Rule{Name: "rewrite-2", PromptContains: []string{optRewritePrompt}, Reply: "```sql\n" + optGood + "\n```", Times: 1},

@@ -29,13 +29,13 @@ func testProfiles(t *testing.T, f *fixture) {
 	sum2 := "SELECT st.city, SUM(sa.amount) FROM store_sales sa JOIN stores st ON st.id = sa.store_id GROUP BY 1"
 	count := "SELECT s.city, count(*) AS total FROM stores s JOIN store_sales x ON x.store_id = s.id GROUP BY s.city"
 	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: keywordsReply([]string{"sales", "store"}, nil)},
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: keywordsReply([]string{"sales", "store"}, nil)},
 		fakeollama.Rule{Name: "plan", PromptContains: []string{planPrompt}, Reply: "Plan:\n1. scan\n```sql\n" + count + "\n```"},
-		fakeollama.Rule{Name: "divide1", PromptContains: []string{candidatePrompt, q}, Reply: sqlReply(sum), Times: 1},
-		fakeollama.Rule{Name: "divide2", PromptContains: []string{candidatePrompt, q}, Reply: sqlReply(sum2), Times: 1},
+		fakeollama.Rule{Name: "divide1", PromptContains: []string{fakeollama.PromptCandidate, q}, Reply: sqlReply(sum), Times: 1},
+		fakeollama.Rule{Name: "divide2", PromptContains: []string{fakeollama.PromptCandidate, q}, Reply: sqlReply(sum2), Times: 1},
 		fakeollama.Rule{Name: "tests", PromptContains: []string{unitTestsPrompt}, Reply: `{"tests": ["sums the amounts", "one row per city", "uses amount"]}`},
 		fakeollama.Rule{Name: "judge", PromptContains: []string{unitEvalPrompt}, Reply: `{"reasoning": "1 sums", "passing": [1]}`},
-		fakeollama.Rule{Name: "weather", PromptContains: []string{candidatePrompt, "weather"}, Reply: "UNANSWERABLE: no table records the weather"},
+		fakeollama.Rule{Name: "weather", PromptContains: []string{fakeollama.PromptCandidate, "weather"}, Reply: "UNANSWERABLE: no table records the weather"},
 	)
 	f.fake.Reset()
 	c := f.connect(t, f.proxy)
