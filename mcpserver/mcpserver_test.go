@@ -340,7 +340,9 @@ func TestStdioIdentity(t *testing.T) {
 	defer srv.Close()
 	st, ct := mcp.NewInMemoryTransports()
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, st, conn, mcpserver.Identity{User: f.intern, Database: f.db, Client: "stdio"}) }()
+	go func() {
+		done <- srv.Run(ctx, st, conn, mcpserver.Identity{User: f.intern, Database: f.db, Client: "stdio"})
+	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
