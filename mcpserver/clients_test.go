@@ -88,8 +88,8 @@ func TestRealClients(t *testing.T) {
 	clients := []struct {
 		name string
 		// cmd is the client's command line, "" when the SDK is absent.
-		cmd  func(calls string) []string
-		env  func() []string
+		cmd func(calls string) []string
+		env func() []string
 	}{
 		{"python", func(calls string) []string {
 			if py := pythonSDK(); py != "" {
