@@ -91,13 +91,7 @@ func (p *pool) get(ctx context.Context, id Identity) (*upstream, error) {
 		p.mu.Unlock()
 		return nil, errors.New("mcp: server closed")
 	}
-	var stale []*upstream
-	for kk, u := range p.conns {
-		if kk != k && now.Sub(u.used) > p.idle || u.conn.IsClosed() {
-			stale = append(stale, u)
-			delete(p.conns, kk)
-		}
-	}
+	stale := p.staleLocked(now, k)
 	u := p.conns[k]
 	if u != nil {
 		u.used = now
@@ -105,7 +99,7 @@ func (p *pool) get(ctx context.Context, id Identity) (*upstream, error) {
 	n := len(p.conns)
 	p.mu.Unlock()
 	for _, s := range stale {
-		closeConn(s)
+		go closeConn(s) // after any call still using it, without holding this one up
 	}
 	if u != nil {
 		return u, nil
@@ -132,6 +126,39 @@ func (p *pool) get(ctx context.Context, id Identity) (*upstream, error) {
 	p.conns[k] = nu
 	p.mu.Unlock()
 	return nu, nil
+}
+
+// staleLocked removes and returns the sessions unused for the idle time
+// (but keep's) and those that went bad.
+func (p *pool) staleLocked(now time.Time, keep key) []*upstream {
+	var stale []*upstream
+	for k, u := range p.conns {
+		if k != keep && now.Sub(u.used) > p.idle || u.conn.IsClosed() {
+			stale = append(stale, u)
+			delete(p.conns, k)
+		}
+	}
+	return stale
+}
+
+// sweep closes idle sessions every idle/2 until done is closed, so that a
+// role's session does not outlive its agent's last call for long.
+func (p *pool) sweep(done <-chan struct{}) {
+	tick := time.NewTicker(max(p.idle/2, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-tick.C:
+			p.mu.Lock()
+			stale := p.staleLocked(now, key{})
+			p.mu.Unlock()
+			for _, s := range stale {
+				go closeConn(s)
+			}
+		}
+	}
 }
 
 func (p *pool) close() {

@@ -36,6 +36,7 @@ const (
 	DefaultMaxRows     = 500
 	DefaultMaxBytes    = 256 << 10
 	DefaultMaxSessions = 100
+	DefaultMaxAsks     = 32
 	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultStatementTimeout bounds a run when the configuration gives none.
 	DefaultStatementTimeout = time.Minute
@@ -56,6 +57,9 @@ type Config struct {
 	MaxRows, MaxBytes int
 	// MaxSQLBytes bounds a question or a statement (54000 beyond).
 	MaxSQLBytes int
+	// MaxAsks bounds the ask and ask_sql calls answered at once (53400
+	// beyond; default DefaultMaxAsks), as --max-asks bounds the wire's.
+	MaxAsks int
 	// MaxSessions bounds the identities holding an upstream session at once
 	// (53300 beyond); IdleTimeout closes one unused this long.
 	MaxSessions int
@@ -97,6 +101,10 @@ type Server struct {
 	types typeNames
 	// stdio is the one session of ServeStdio.
 	stdio *upstream
+	// asks bounds the ask and ask_sql calls answered at once.
+	asks chan struct{}
+	done chan struct{}
+	once sync.Once
 }
 
 // New builds the server and registers its tools.
@@ -116,6 +124,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxSessions == 0 {
 		cfg.MaxSessions = DefaultMaxSessions
 	}
+	if cfg.MaxAsks <= 0 {
+		cfg.MaxAsks = DefaultMaxAsks
+	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -125,7 +136,9 @@ func New(cfg Config) *Server {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
-	s := &Server{cfg: cfg, pool: &pool{connect: cfg.Connect, max: cfg.MaxSessions, idle: cfg.IdleTimeout, conns: map[key]*upstream{}}}
+	s := &Server{cfg: cfg, pool: &pool{connect: cfg.Connect, max: cfg.MaxSessions, idle: cfg.IdleTimeout, conns: map[key]*upstream{}},
+		asks: make(chan struct{}, cfg.MaxAsks), done: make(chan struct{})}
+	go s.pool.sweep(s.done)
 	s.types.m = pgtype.NewMap()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "nlproxy", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
@@ -144,6 +157,7 @@ const instructions = "Read-only access to one PostgreSQL database as your own ro
 
 // Close closes every upstream session.
 func (s *Server) Close() {
+	s.once.Do(func() { close(s.done) })
 	s.pool.close()
 	if s.stdio != nil {
 		closeConn(s.stdio)
@@ -216,7 +230,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-	return mux
+	// Browsers keep Basic credentials for an origin: a page elsewhere must
+	// not make them call tools (Sec-Fetch-Site / Origin checks).
+	return http.NewCrossOriginProtection().Handler(mux)
 }
 
 func clientAddr(remote string) string {

@@ -205,6 +205,13 @@ func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, run bo
 	if err := s.checkSize("question", in.Question); err != nil {
 		return nil, err
 	}
+	select {
+	case s.asks <- struct{}{}:
+		defer func() { <-s.asks }()
+	default:
+		return nil, &pg.Error{Code: pg.CodeConfigurationLimitExceeded, Message: fmt.Sprintf("nlproxy: %d questions are being answered already", cap(s.asks)),
+			Hint: "Ask again when one has finished; an operator can raise --max-asks."}
+	}
 	res, err := s.cfg.Engine.Translate(ctx, engine.Request{Question: in.Question, Database: u.id.Database, User: u.id.User,
 		TxStatus: engine.TxIdle, Exec: u, Profile: in.Profile})
 	if err != nil {

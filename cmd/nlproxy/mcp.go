@@ -79,6 +79,7 @@ func newMCPServer(cfg Config, parts *engineParts, srv *proxy.Server, m *metrics.
 		MaxBytes:         cfg.MCP.MaxBytes,
 		MaxSQLBytes:      cfg.Engine.MaxQuestionBytes,
 		MaxSessions:      cfg.MCP.MaxSessions,
+		MaxAsks:          cfg.Engine.MaxAsks,
 		IdleTimeout:      time.Duration(cfg.MCP.IdleTimeout),
 		Database:         cfg.MCP.Database,
 		Connect:          connect,
