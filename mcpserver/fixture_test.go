@@ -3,6 +3,8 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -99,12 +101,44 @@ func (l *callLog) last() *mcpserver.Call {
 	return l.calls[len(l.calls)-1]
 }
 
+// shared is the package's one cluster (SCRAM); each fixture makes its own
+// database and roles on it, with unique names.
+var shared struct {
+	once    sync.Once
+	cluster *pgtest.Cluster
+	err     error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cluster != nil {
+		_ = shared.cluster.Stop()
+	}
+	os.Exit(code)
+}
+
+func sharedCluster(t *testing.T) *pgtest.Cluster {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		shared.cluster, shared.err = pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256"})
+	})
+	if errors.Is(shared.err, pgtest.ErrNoPostgres) {
+		t.Skip(shared.err.Error())
+	}
+	if shared.err != nil {
+		t.Fatalf("start postgres: %v", shared.err)
+	}
+	return shared.cluster
+}
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := &fixture{
-		cluster:  pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"}),
+		cluster:  sharedCluster(t),
 		db:       pgtest.UniqueName(t, "mcp"),
 		analyst:  pgtest.UniqueName(t, "analyst"),
 		intern:   pgtest.UniqueName(t, "intern"),
