@@ -50,6 +50,10 @@ func TestMCPConfig(t *testing.T) {
 	if err := run(context.Background(), []string{"mcp"}, io.Discard, io.Discard); exitCode(err) != 2 {
 		t.Errorf("mcp without --stdio: %v", err)
 	}
+	var help strings.Builder
+	if err := run(context.Background(), []string{"help", "mcp"}, &help, io.Discard); err != nil || !strings.Contains(help.String(), "nlproxy mcp --stdio") {
+		t.Errorf("help mcp: %v %q", err, help.String())
+	}
 }
 
 // mcpEnv is a cluster with an agent role and a table it may read.
