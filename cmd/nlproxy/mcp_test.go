@@ -241,6 +241,26 @@ func TestMCPStdio(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Logf("close: %v", err)
 	}
+
+	// The official Python SDK starts it the same way (stdio_client).
+	py := os.Getenv("NLPROXY_MCP_PYTHON")
+	if py == "" {
+		if base, err := os.UserCacheDir(); err == nil {
+			py = filepath.Join(base, "nlproxy", "mcpclients", "venv", "bin", "python")
+		}
+	}
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("the MCP Python SDK is not installed: run scripts/mcpclients.sh (CI's .ci/run does)")
+	}
+	command, _ := json.Marshal(append([]string{bin}, cmd.Args[1:]...))
+	pc := exec.CommandContext(ctx, py, "../../mcpserver/testdata/client.py", `[["query", {"sql": "SELECT current_user AS who"}], ["list_schemas", {}]]`)
+	pc.Env = append(os.Environ(), "NLPROXY_UPSTREAM=", "MCP_COMMAND="+string(command))
+	var perr strings.Builder
+	pc.Stderr = &perr
+	out, err := pc.Output() // the client's JSON line only; nlproxy's log goes to stderr
+	if err != nil || !strings.Contains(string(out), `\"rows\":[[\"`+e.role+`\"]]`) || !strings.Contains(string(out), `\"items\"`) {
+		t.Fatalf("python over stdio: %v\n%s\n%s", err, out, perr.String())
+	}
 }
 
 // TestMCPLatency measures what a query call over MCP (HTTPS, the guard,
