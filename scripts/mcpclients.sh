@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 log() { echo "mcpclients: $*" >&2; }
 [ "${NLPROXY_MCPCLIENTS:-on}" = off ] && { log "skipped: NLPROXY_MCPCLIENTS=off"; exit 0; }
 
-# Versions are pinned so that a run tests what the last one did.
+# Bounded to the major versions the tests speak; the cache keeps what was installed
+# (remove it, or set these, to test another release).
 PY_MCP=${NLPROXY_MCP_PY_VERSION:-mcp>=1.12,<3}
 TS_MCP=${NLPROXY_MCP_TS_VERSION:-@modelcontextprotocol/sdk@^1.17}
 CACHE=${NLPROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nlproxy}/mcpclients
