@@ -143,7 +143,7 @@ func newFixture(t *testing.T) *fixture {
 		analyst:  pgtest.UniqueName(t, "analyst"),
 		intern:   pgtest.UniqueName(t, "intern"),
 		password: "s3cret-for-mcp",
-		calls:    &callLog{}, statementTimeout: 500 * time.Millisecond, maxRows: 50, maxBytes: 16 << 10,
+		calls:    &callLog{}, statementTimeout: 2 * time.Second, maxRows: 50, maxBytes: 16 << 10,
 	}
 	for _, r := range []string{f.analyst, f.intern} {
 		if err := f.cluster.CreateRole(ctx, r, f.password, false); err != nil {
