@@ -71,8 +71,8 @@ var shortParts = map[string]bool{"id": true, "tx": true, "dt": true, "nm": true,
 // to the first part of most of a group's names (rs of rsrestaurant,
 // rslocation, rsgeographic): two to four letters starting at least three
 // names and half of them, and leaving, for at least half of those, a
-// remainder of three letters or more that is a word of vocab or splits
-// into them. The most names win, then the longer prefix; "" when none.
+// remainder of three letters or more that is a word of vocab (or its
+// plural) or splits into them. The most names win, then the longer prefix; "" when none.
 func gluedPrefix(firsts []string, vocab map[string]bool) string {
 	best, bestN := "", 0
 	for k := 2; k <= 4; k++ {
@@ -84,7 +84,7 @@ func gluedPrefix(firsts []string, vocab map[string]bool) string {
 			}
 			p, rest := f[:k], f[k:]
 			count[p]++
-			if vocab[rest] || segment(rest, vocab) != nil {
+			if vocab[rest] || vocab[descindex.Stem(rest)] || segment(rest, vocab) != nil {
 				known[p]++
 			}
 		}
