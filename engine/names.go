@@ -77,23 +77,27 @@ func gluedPrefix(firsts []string, vocab map[string]bool) string {
 	best, bestN := "", 0
 	for k := 2; k <= 4; k++ {
 		count := map[string]int{}
-		known := map[string]int{}
 		for _, f := range firsts {
-			if len(f) < k+3 {
-				continue
-			}
-			p, rest := f[:k], f[k:]
-			count[p]++
-			if vocab[rest] || vocab[descindex.Stem(rest)] || segment(rest, vocab) != nil {
-				known[p]++
+			if len(f) >= k+3 {
+				count[f[:k]]++
 			}
 		}
 		for _, p := range slices.Sorted(maps.Keys(count)) {
 			n := count[p]
-			if n < 3 || 2*n < len(firsts) || 2*known[p] < n {
+			if n < 3 || 2*n < len(firsts) || n < bestN || (n == bestN && len(p) <= len(best)) {
 				continue
 			}
-			if n > bestN || (n == bestN && len(p) > len(best)) {
+			// Only a candidate's remainders are looked up: segment is
+			// the costly part.
+			known := 0
+			for _, f := range firsts {
+				if len(f) >= k+3 && strings.HasPrefix(f, p) {
+					if rest := f[k:]; vocab[rest] || vocab[descindex.Stem(rest)] || segment(rest, vocab) != nil {
+						known++
+					}
+				}
+			}
+			if 2*known >= n {
 				best, bestN = p, n
 			}
 		}
