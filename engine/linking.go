@@ -35,6 +35,10 @@ type lexicon struct {
 	// schemas counts the schemas; schemasTokens is the cost of one summary
 	// line for each.
 	schemas, schemasTokens int
+	// unsplit holds the long name terms no vocabulary word split, by
+	// "p"+their first and "s"+their last four bytes: the question's words
+	// split them per ask (withQuestionWords).
+	unsplit map[string][]string
 }
 
 type namedJoin struct {
@@ -143,8 +147,9 @@ func segment(w string, vocab map[string]bool) []string {
 }
 
 // terms turns identifier parts into matching terms: stopwords dropped,
-// run-together parts split with the vocabulary (both kept), stemmed.
-func terms(parts []string, vocab map[string]bool) []string {
+// run-together parts split with the vocabulary (both kept), stemmed. A
+// long part the vocabulary cannot split is passed to unsplit (as a term).
+func terms(parts []string, vocab map[string]bool, unsplit func(string)) []string {
 	var out []string
 	add := func(p string) {
 		for _, t := range descindex.Tokenize(p) {
@@ -158,8 +163,14 @@ func terms(parts []string, vocab map[string]bool) []string {
 		if common[p] {
 			continue // a word as it is (record, not rec+ord)
 		}
-		for _, s := range segment(p, vocab) {
+		seg := segment(p, vocab)
+		for _, s := range seg {
 			add(s)
+		}
+		if seg == nil && len(p) >= minUnsplit && unsplit != nil {
+			for _, t := range descindex.Tokenize(p) {
+				unsplit(t)
+			}
 		}
 	}
 	return out
@@ -287,7 +298,7 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 		for j := range t.Columns {
 			c := &t.Columns[j]
 			cm := descindex.Tokenize(c.Comment)
-			lc := lexColumn{name: c.Name, terms: expand(terms(colName[i][j], vocab), cm), comment: cm}
+			lc := lexColumn{name: c.Name, terms: expand(terms(colName[i][j], vocab, lx.addUnsplit), cm), comment: cm}
 			for _, w := range lc.comment {
 				lt.comment[w] = true
 			}
@@ -297,7 +308,7 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 		for _, w := range tc {
 			lt.comment[w] = true
 		}
-		lt.name = expand(terms(tableName[i], vocab), tc)
+		lt.name = expand(terms(tableName[i], vocab, lx.addUnsplit), tc)
 		for _, c := range t.PrimaryKey {
 			lt.keys[c] = true
 		}

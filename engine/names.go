@@ -158,3 +158,56 @@ func expand(ts []string, comment []string) []string {
 	}
 	return out
 }
+
+// minUnsplit is the length from which a part no vocabulary word splits is
+// kept for the question's words to split (the shortest glued pair of
+// three-letter words and a remainder of three).
+const minUnsplit = 7
+
+func (lx *lexicon) addUnsplit(t string) {
+	if len(t) < minUnsplit || common[t] {
+		return
+	}
+	if lx.unsplit == nil {
+		lx.unsplit = map[string][]string{}
+	}
+	for _, k := range []string{"p" + t[:4], "s" + t[len(t)-4:]} {
+		if !slices.Contains(lx.unsplit[k], t) {
+			lx.unsplit[k] = append(lx.unsplit[k], t)
+		}
+	}
+}
+
+// withQuestionWords returns q with the unsplit name terms that begin or
+// end with one of its terms, the rest three letters or more: the question
+// is the last vocabulary (tickerquot matches "quotes" when no catalog word
+// or built-in one is quote). q itself is not changed.
+func (lx *lexicon) withQuestionWords(q map[string]bool) map[string]bool {
+	if len(lx.unsplit) == 0 {
+		return q
+	}
+	var add []string
+	for w := range q {
+		if len(w) < 4 {
+			continue
+		}
+		for _, u := range lx.unsplit["p"+w[:4]] {
+			if len(u) >= len(w)+3 && strings.HasPrefix(u, w) {
+				add = append(add, u)
+			}
+		}
+		for _, u := range lx.unsplit["s"+w[len(w)-4:]] {
+			if len(u) >= len(w)+3 && strings.HasSuffix(u, w) {
+				add = append(add, u)
+			}
+		}
+	}
+	if len(add) == 0 {
+		return q
+	}
+	out := maps.Clone(q)
+	for _, u := range add {
+		out[u] = true
+	}
+	return out
+}

@@ -203,3 +203,44 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// A run-together name no vocabulary word splits is split by the
+// question's own words, per ask.
+func TestQuestionWords(t *testing.T) {
+	s := &catalog.Schema{Tables: []catalog.Table{
+		{Schema: "mkt", Name: "tickerquote", Kind: catalog.KindTable, Columns: []catalog.Column{col("tickerid", "text", ""), col("bidzorp", "numeric", "")}},
+		{Schema: "mkt", Name: "ticker", Kind: catalog.KindTable, Columns: []catalog.Column{col("tickerid", "text", ""), col("symbol", "text", "")}},
+		{Schema: "mkt", Name: "dailyprice", Kind: catalog.KindTable, Columns: []catalog.Column{col("tickerid", "text", ""), col("close", "numeric", "")}},
+	}}
+	lx := buildLexicon(s)
+	for _, tt := range []struct {
+		question string
+		add      []string // terms withQuestionWords adds
+	}{
+		{"the latest quotes", []string{"tickerquot"}}, // quot ends it
+		{"every ticker", []string{"tickerquot"}},      // ticker begins it
+		{"zorp of every bid", nil},                    // bidzorp is too short to keep
+		{"daily closing price", nil},                  // dailyprice is split by the catalog's words
+		{"the quota", nil},                            // quota begins or ends nothing
+	} {
+		q := questionTerms(tt.question, lexicalKeywords(tt.question))
+		before := len(q)
+		got := lx.withQuestionWords(q)
+		if len(q) != before {
+			t.Fatalf("%q: the question's terms were changed", tt.question)
+		}
+		var added []string
+		for w := range got {
+			if !q[w] {
+				added = append(added, w)
+			}
+		}
+		if !sameSet(added, tt.add) {
+			t.Errorf("%q: added %q, want %q", tt.question, added, tt.add)
+		}
+	}
+	q := lx.withQuestionWords(questionTerms("the latest quotes", nil))
+	if r := lx.rank(lx.tableScores(q, nil, nil), q, nil, nil); len(r) == 0 || lx.tables[r[0]].key != "mkt.tickerquote" {
+		t.Errorf("the latest quotes: ranked %v", r)
+	}
+}
