@@ -47,3 +47,12 @@ func BenchmarkLexiconRank(b *testing.B) {
 		lx.rank(lx.tableScores(qt, nil, nil), qt, nil, nil)
 	}
 }
+
+func BenchmarkQuestionWords(b *testing.B) {
+	lx := buildLexicon(benchSchema())
+	q := "lowest daily closing price of each ticker for the customers of every region"
+	qt := questionTerms(q, lexicalKeywords(q))
+	for b.Loop() {
+		lx.withQuestionWords(qt)
+	}
+}
