@@ -114,8 +114,8 @@ func sharedPrefixes(names [][]string) map[string]bool {
 }
 
 // segment splits a run-together identifier part ("paperkeyphrase") into
-// the fewest words of vocab, each of 3+ letters or one of shortParts, when there is such
-// a split into two or more; otherwise it returns nil.
+// the fewest words of vocab, each of 3+ letters or one of shortParts, when
+// there is such a split into two or more; otherwise it returns nil.
 func segment(w string, vocab map[string]bool) []string {
 	n := len(w)
 	if n < 5 || n > 40 {
@@ -191,7 +191,8 @@ func keyLike(name string) bool {
 func buildLexicon(s *catalog.Schema) *lexicon {
 	lx := &lexicon{index: make(map[string]int, len(s.Tables)), idf: map[string]float64{}}
 	// The vocabulary run-together names are split with: every identifier
-	// part and comment word of the schema.
+	// part and comment word of the schema, the built-in common words and
+	// abbreviations, and (below) what learnt prefixes leave.
 	vocab := map[string]bool{}
 	nsTables := map[string][][]string{}
 	nsCols := map[string][][]string{}
