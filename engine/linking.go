@@ -430,6 +430,9 @@ func questionTerms(question string, keywords []string) map[string]bool {
 	text := question + " " + strings.Join(keywords, " ")
 	for _, t := range descindex.Tokenize(text) {
 		q[t] = true
+		if sg, ok := irregular[t]; ok {
+			q[sg] = true
+		}
 	}
 	// Two words written apart that a schema writes as one ("check-ins" for
 	// checkin, "zip code" for zipcode).

@@ -63,6 +63,18 @@ var abbreviations = map[string]string{
 	"txt": "text", "usr": "user", "xfer": "transfer", "yr": "year",
 }
 
+// irregular maps the stems of irregular plurals to their singular's
+// (people → person); the stemmer meets the regular ones.
+var irregular = func() map[string]string {
+	m := map[string]string{}
+	for _, p := range [][2]string{{"people", "person"}, {"children", "child"}, {"men", "man"}, {"women", "woman"},
+		{"indices", "index"}, {"analyses", "analysis"}, {"criteria", "criterion"}, {"mice", "mouse"},
+		{"geese", "goose"}, {"feet", "foot"}, {"teeth", "tooth"}, {"staves", "staff"}, {"leaves", "leaf"}} {
+		m[descindex.Stem(p[0])] = descindex.Stem(p[1])
+	}
+	return m
+}()
+
 // shortParts are the two-letter words a run-together name may be split
 // into (segment otherwise takes words of three letters or more).
 var shortParts = map[string]bool{"id": true, "tx": true, "dt": true, "nm": true, "yr": true, "no": true}
@@ -146,6 +158,9 @@ func expand(ts []string, comment []string) []string {
 	for _, t := range ts {
 		if full, ok := abbreviations[t]; ok {
 			add(descindex.Stem(full))
+		}
+		if sg, ok := irregular[t]; ok {
+			add(sg)
 		}
 		if len(t) > 5 {
 			continue

@@ -83,6 +83,7 @@ func TestExpand(t *testing.T) {
 		{[]string{"pvdr"}, []string{"name", "provider"}, []string{"pvdr", "provider"}}, // spelt out by the comment
 		{[]string{"pvdr"}, nil, []string{"pvdr"}},
 		{[]string{"region"}, []string{"reg", "regional"}, []string{"region"}}, // long terms are no abbreviations
+		{[]string{"peopl"}, nil, []string{"peopl", "person"}},                 // an irregular plural (stems)
 	} {
 		if got := expand(slices.Clone(tt.terms), tt.comment); !slices.Equal(got, tt.want) {
 			t.Errorf("expand(%q, %q) = %q, want %q", tt.terms, tt.comment, got, tt.want)
@@ -242,5 +243,34 @@ func TestQuestionWords(t *testing.T) {
 	q := lx.withQuestionWords(questionTerms("the latest quotes", nil))
 	if r := lx.rank(lx.tableScores(q, nil, nil), q, nil, nil); len(r) == 0 || lx.tables[r[0]].key != "mkt.tickerquote" {
 		t.Errorf("the latest quotes: ranked %v", r)
+	}
+}
+
+// Singular and plural meet: regular ones through the stemmer on both
+// sides, irregular ones through a short list.
+func TestPlurals(t *testing.T) {
+	s := &catalog.Schema{Tables: []catalog.Table{
+		{Schema: "hr", Name: "people", Kind: catalog.KindTable, Columns: []catalog.Column{col("person_id", "integer", ""), col("name", "text", "")}},
+		{Schema: "hr", Name: "child", Kind: catalog.KindTable, Columns: []catalog.Column{col("child_id", "integer", ""), col("person_id", "integer", "")}},
+		{Schema: "hr", Name: "company", Kind: catalog.KindTable, Columns: []catalog.Column{col("company_id", "integer", ""), col("name", "text", "")}},
+		{Schema: "hr", Name: "categories", Kind: catalog.KindTable, Columns: []catalog.Column{col("category_id", "integer", ""), col("label", "text", "")}},
+	}}
+	lx := buildLexicon(s)
+	for _, tt := range []struct{ question, want string }{
+		{"how many persons are there", "hr.people"},
+		{"list the people", "hr.people"},
+		{"how many children", "hr.child"},
+		{"the companies", "hr.company"},
+		{"each category", "hr.categories"},
+	} {
+		q := lx.withQuestionWords(questionTerms(tt.question, lexicalKeywords(tt.question)))
+		r := lx.rank(lx.tableScores(q, nil, nil), q, nil, nil)
+		if len(r) == 0 || lx.tables[r[0]].key != tt.want {
+			var got []string
+			for _, i := range r {
+				got = append(got, lx.tables[i].key)
+			}
+			t.Errorf("%q: ranked %q, want %s first", tt.question, got, tt.want)
+		}
 	}
 }
