@@ -130,6 +130,10 @@ type Result struct {
 	Alternatives []*Candidate
 	// Optimized says what the optimizer did ("" when it did not run).
 	Optimized string
+	// Names resolves names as the asking session did when this ask probed
+	// it, for sealing SQL around the answer (the table-function form)
+	// without probing the session a second time.
+	Names guard.Names
 
 	cachedRewrites []LiteralRewrite
 }
@@ -252,6 +256,9 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	res.Trace = a.trace
 	res.Role = a.role()
 	res.Profile = prof.Name
+	if a.sess != nil {
+		res.Names = a.sess.names
+	}
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
 		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),
 		zap.String("sql", e.Redact.SQL(res.SQL())), zap.Float64("confidence", res.Confidence), zap.Object("trace", logTrace{a.trace, e.Redact}))
