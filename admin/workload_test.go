@@ -20,7 +20,7 @@ func TestWorkloadSection(t *testing.T) {
 		`SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.email = 'bob@example.com'`,
 		`SELEC nonsense`,
 	} {
-		c.Observe("shop", "analyst", []byte(sql))
+		c.Observe("shop", "analyst", 0, []byte(sql))
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -134,7 +134,7 @@ func TestStatStatementsMissing(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
-	c.Observe("postgres", "app", []byte("SELECT 1 FROM town WHERE name = 'x'"))
+	c.Observe("postgres", "app", 0, []byte("SELECT 1 FROM town WHERE name = 'x'"))
 	deadline := time.Now().Add(time.Minute) // a hang guard only
 	for c.Stats().StatFailures < 3 || c.Stats().Learnt < 1 {
 		if time.Now().After(deadline) {
