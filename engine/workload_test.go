@@ -13,6 +13,9 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
+// testFunctions are the built-ins the tests' workload queries call.
+var testFunctions = &catalog.Functions{Builtin: map[string]byte{"count": 'i', "sum": 'i', "avg": 'i'}}
+
 // staticWorkload is a fixed Learned per database.
 type staticWorkload map[string]*Learned
 
@@ -53,7 +56,7 @@ func travelWorkload() *Learned {
 		},
 		Columns: []LearnedColumn{{Column: ColumnRef{airline, "callsign_info"}, Uses: 9}},
 		Queries: []LearnedQuery{
-			{SQL: "SELECT count(*) FROM flight f JOIN travel.airport a ON a.airport_code = f.from_airport WHERE a.city_name = $1", Relations: []Relation{flight, airport}, Count: 40},
+			{SQL: "SELECT count(*) FROM flight t1 JOIN travel.airport t2 ON t2.airport_code = t1.from_airport WHERE t2.city_name = $1", Relations: []Relation{flight, airport}, Count: 40},
 			{SQL: "SELECT airline_name FROM airline WHERE callsign_info = $1", Relations: []Relation{airline}, Count: 9},
 			{SQL: "SELECT avg(measurement_value_a) FROM instrument_log_aa", Relations: []Relation{{Name: "instrument_log_aa"}}, Count: 100},
 		},
@@ -64,7 +67,7 @@ func previewAsk(s *catalog.Schema, question string, l *Learned) *ask {
 	a := &ask{req: Request{Question: question}, schema0: s, snap: &catalog.Snapshot{Schema: s}, trace: &Trace{}, keywords: lexicalKeywords(question)}
 	if l != nil {
 		var lx lexicons
-		a.learned = resolveLearned(l, s, s, lx.get(s))
+		a.learned = resolveLearned(l, s, s, lx.get(s), testFunctions)
 	}
 	return a
 }
@@ -118,7 +121,7 @@ func TestLearnedJoinRanks(t *testing.T) {
 	s := travelSchema()
 	var lx lexicons
 	base := lx.get(s)
-	l := resolveLearned(travelWorkload(), s, s, base)
+	l := resolveLearned(travelWorkload(), s, s, base, testFunctions)
 	aug := base.withLearnedJoins(l)
 	f, ap := base.index["travel.flight"], base.index["travel.airport"]
 	if slices.Contains(base.adj[f], ap) {
@@ -146,7 +149,7 @@ func TestResolveLearned(t *testing.T) {
 			{Left: ColumnRef{Relation{Name: "airport"}, "airport_code"}, Right: ColumnRef{Relation{Name: "flight"}, "to_airport"}, Count: 2}, // same, reversed
 		},
 		Queries: []LearnedQuery{{SQL: "SELECT 1 FROM airline", Relations: []Relation{{Name: "airline"}}, Count: 1}},
-	}, s, s, lx.get(s))
+	}, s, s, lx.get(s), testFunctions)
 	if len(l.joins) != 1 || l.joins[0].count != 5 {
 		t.Errorf("joins %+v: want the one resolvable join, counted 5", l.joins)
 	}
@@ -182,7 +185,7 @@ func TestWorkloadQueries(t *testing.T) {
 	e.applyDefaults()
 	a := previewAsk(travelSchema(), "how many flights leave from each airport city", travelWorkload())
 	e.selectSchemaBudget(a, 1000)
-	if len(a.queries) != 1 || !strings.Contains(a.queries[0], "f.from_airport") {
+	if len(a.queries) != 1 || !strings.Contains(a.queries[0], "t1.from_airport") {
 		t.Errorf("queries %q: want the flight–airport query only", a.queries)
 	}
 
@@ -191,7 +194,7 @@ func TestWorkloadQueries(t *testing.T) {
 	full := travelSchema()
 	visible := full.Filter(func(t *catalog.Table, c *catalog.Column) bool { return c.Name != "city_name" })
 	var lx lexicons
-	l := resolveLearned(travelWorkload(), full, visible, lx.get(visible))
+	l := resolveLearned(travelWorkload(), full, visible, lx.get(visible), testFunctions)
 	for _, q := range l.queries {
 		if strings.Contains(q.sql, "city_name") {
 			t.Errorf("a query naming a hidden column was kept: %s", q.sql)
@@ -202,7 +205,7 @@ func TestWorkloadQueries(t *testing.T) {
 	}
 	// Without the airport table, neither its joins nor its queries stay.
 	visible = full.Filter(func(t *catalog.Table, c *catalog.Column) bool { return t.Name != "airport" })
-	l = resolveLearned(travelWorkload(), full, visible, lx.get(visible))
+	l = resolveLearned(travelWorkload(), full, visible, lx.get(visible), testFunctions)
 	if len(l.joins) != 0 || slices.ContainsFunc(l.queries, func(q learnedQuery) bool { return strings.Contains(q.sql, "airport") }) {
 		t.Errorf("learned over an unreadable table kept: %+v", l)
 	}
@@ -227,9 +230,9 @@ GRANT SELECT (id, store_id, name) ON staff TO `+clerk+`;`); err != nil {
 	}
 	stores, sales, staff := Relation{Name: "stores"}, Relation{Schema: "public", Name: "sales"}, Relation{Name: "staff"}
 	const (
-		qSales  = "SELECT st.city, sum(s.amount) FROM sales s JOIN stores st ON st.id = s.store_id GROUP BY st.city"
+		qSales  = "SELECT t2.city, sum(t1.amount) FROM sales t1 JOIN stores t2 ON t2.id = t1.store_id GROUP BY t2.city"
 		qSalary = "SELECT name FROM staff WHERE salary > $1"
-		qStaff  = "SELECT st.city, count(*) FROM staff f JOIN stores st ON st.id = f.store_id GROUP BY st.city"
+		qStaff  = "SELECT t2.city, count(*) FROM staff t1 JOIN stores t2 ON t2.id = t1.store_id GROUP BY t2.city"
 	)
 	w := staticWorkload{"postgres": {
 		Joins: []LearnedJoin{

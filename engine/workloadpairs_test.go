@@ -23,7 +23,7 @@ type pairsFixture struct {
 	workload  staticWorkload
 }
 
-const qStaffCity = "SELECT st.city, count(*) FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.city = $1 GROUP BY st.city"
+const qStaffCity = "SELECT t2.city, count(*) FROM staff t1 JOIN stores t2 ON t2.id = t1.store_id WHERE t2.city = $1 GROUP BY t2.city"
 
 func newPairsFixture(t *testing.T) *pairsFixture {
 	f := newFixture(t)
