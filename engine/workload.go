@@ -309,7 +309,10 @@ func typeKind(t string) string {
 // catalogNames are the names a shown query may hold: the catalog's
 // schemas, relations and columns, and the built-in functions.
 func catalogNames(full *catalog.Schema, fns *catalog.Functions) map[string]bool {
-	out := map[string]bool{}
+	out := map[string]bool{"pg_catalog": true}
+	for _, t := range builtinTypeNames {
+		out[t] = true
+	}
 	for i := range full.Tables {
 		t := &full.Tables[i]
 		out[t.Schema], out[t.Name] = true, true
@@ -324,6 +327,11 @@ func catalogNames(full *catalog.Schema, fns *catalog.Functions) map[string]bool 
 	}
 	return out
 }
+
+// builtinTypeNames are core types a cast may name that are neither SQL
+// keywords nor built-in function names.
+var builtinTypeNames = []string{"uuid", "json", "jsonb", "bytea", "inet", "cidr", "macaddr", "tsvector", "tsquery",
+	"int2", "int4", "int8", "float4", "float8", "bool", "timestamptz", "timetz", "regclass", "oid"}
 
 // neutralName matches the names package workload gives made-up names.
 var neutralName = regexp.MustCompile(`^(t|c|w|win)[0-9]+$`)
