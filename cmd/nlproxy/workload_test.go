@@ -140,7 +140,7 @@ func TestServeLearnsWorkload(t *testing.T) {
 	if err := run(ctx, []string{"workload", "show", "--data-dir", dir, "--database", db}, &out, &errb); err != nil {
 		t.Fatalf("show: %v\n%s", err, errb.String())
 	}
-	for _, want := range []string{db + ": 3 fingerprint(s)", "c.email = $1", "customers.id = orders.customer_id", "total > $1", "customers.country"} {
+	for _, want := range []string{db + ": 3 fingerprint(s)", "t2.email = $1", "customers.id = orders.customer_id", "total > $1", "customers.country"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("show lacks %q:\n%s", want, out.String())
 		}
