@@ -141,8 +141,8 @@ func (e *Engine) loadLearned(ctx context.Context, a *ask) {
 // catalog: a join whose columns' types differ, or that equates a key with
 // another column than a declared foreign key between its tables does, is
 // refused, and so is every query holding one; a query's text is shown only
-// when each name in it is one the catalog resolves (fns: the built-in
-// functions), a neutral alias or a keyword.
+// when each name in it is one of the asker's part of the catalog, a
+// built-in (fns: the built-in functions), a neutral alias or a keyword.
 func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon, fns *catalog.Functions) *learned {
 	l := &learned{columns: map[string]int{}, colUse: map[string]Use{}}
 	// table resolves a relation to its index in lx, -1 when unknown,
@@ -202,7 +202,7 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon, fns 
 			l.colUse[k] = Use{Roles: max(u.Roles, c.Roles), Sessions: max(u.Sessions, c.Sessions)}
 		}
 	}
-	names := catalogNames(full, fns)
+	names := catalogNames(visible, fns)
 	for _, q := range w.Queries {
 		if strings.TrimSpace(q.SQL) == "" || len(q.Relations) == 0 {
 			continue
@@ -306,15 +306,16 @@ func typeKind(t string) string {
 	return t
 }
 
-// catalogNames are the names a shown query may hold: the catalog's
-// schemas, relations and columns, and the built-in functions.
-func catalogNames(full *catalog.Schema, fns *catalog.Functions) map[string]bool {
+// catalogNames are the names a shown query may hold: the schemas,
+// relations and columns of s (the asker's part of the catalog), and the
+// built-in functions and types.
+func catalogNames(s *catalog.Schema, fns *catalog.Functions) map[string]bool {
 	out := map[string]bool{"pg_catalog": true}
 	for _, t := range builtinTypeNames {
 		out[t] = true
 	}
-	for i := range full.Tables {
-		t := &full.Tables[i]
+	for i := range s.Tables {
+		t := &s.Tables[i]
 		out[t.Schema], out[t.Name] = true, true
 		for _, c := range t.Columns {
 			out[c.Name] = true
