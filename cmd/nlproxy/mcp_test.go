@@ -250,6 +250,9 @@ func TestMCPStdio(t *testing.T) {
 		}
 	}
 	if _, err := os.Stat(py); err != nil {
+		if os.Getenv("CI") == "true" { // CI installs it: a skip there would hide a broken install
+			t.Fatal("the MCP SDK is missing in CI: scripts/mcpclients.sh failed")
+		}
 		t.Skip("the MCP Python SDK is not installed: run scripts/mcpclients.sh (CI's .ci/run does)")
 	}
 	command, _ := json.Marshal(append([]string{bin}, cmd.Args[1:]...))
