@@ -4,7 +4,9 @@ import "bytes"
 
 // StatementObserver sees the plain statements the proxy relays (--learn-workload):
 // each simple Query's text and each Parse's statement text that is not an
-// ask, with the session's database and login role. It is called from one
+// ask, with the session's database and login role, and a number telling
+// the session apart from others (distinct sessions weigh what is learnt,
+// not how many statements one session sends). It is called from one
 // place, onClient (messages.go), which every relay calls between reading a
 // message and passing it on, so it must return at once (hand the text to a bounded queue,
 // dropping when full). sql is the proxy's read buffer, in the client's
@@ -13,18 +15,19 @@ import "bytes"
 // Not observed: a statement longer than the read buffer, which the relay
 // streams without holding it whole.
 type StatementObserver interface {
-	Observe(database, role string, sql []byte)
+	Observe(database, role string, session uint64, sql []byte)
 }
 
 // observe hands a whole Query or Parse body (after the length word) to
 // the observer; with none it is one nil check.
 func (s *session) observe(typ byte, body []byte) {
 	if o := s.srv.Observer; o != nil {
-		observeBody(o, s.database, s.user, typ, body)
+		// The accept time tells sessions apart without a field of its own.
+		observeBody(o, s.database, s.user, uint64(s.started.UnixNano()), typ, body)
 	}
 }
 
-func observeBody(o StatementObserver, database, role string, typ byte, body []byte) {
+func observeBody(o StatementObserver, database, role string, session uint64, typ byte, body []byte) {
 	switch typ {
 	case feQuery: // text NUL
 		body = body[:max(len(body)-1, 0)]
@@ -43,6 +46,6 @@ func observeBody(o StatementObserver, database, role string, typ byte, body []by
 		return
 	}
 	if len(body) > 0 {
-		o.Observe(database, role, body)
+		o.Observe(database, role, session, body)
 	}
 }

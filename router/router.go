@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/askreport"
 	"strconv"
 	"strings"
@@ -75,6 +76,14 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if req.Marker.Profile == ProfileAll {
 		return t.translateAll(ctx, req)
 	}
+	tr, _, err := t.translateOne(ctx, req)
+	return tr, err
+}
+
+// translateOne answers one question of one database; it also returns how
+// the asking session resolved names when the engine probed it (nil when
+// it did not answer).
+func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, guard.Names, error) {
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,
@@ -89,9 +98,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		// reaches the audit log, the metrics and the admin page.
 		var f *engine.Failed
 		if errors.As(err, &f) {
-			return proxy.Translation{Report: failedReport(f)}, pg.ErrorFor(err)
+			return proxy.Translation{Report: failedReport(f)}, nil, pg.ErrorFor(err)
 		}
-		return proxy.Translation{}, pg.ErrorFor(err)
+		return proxy.Translation{}, nil, pg.ErrorFor(err)
 	}
 	// People see the SQL as written; in a client encoding other than UTF-8
 	// they see the sealed text, which is ASCII and so exact there too.
@@ -115,9 +124,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		if res.Confidence >= 0 {
 			row[7] = str(engine.FormatConfidence(res.Confidence))
 		}
-		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
+		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, res.Names, nil
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, res.Names, nil
 }
 
 // MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker
@@ -143,39 +152,10 @@ func (t Translator) checkSize(q string) error {
 
 // report is the engine's account of an answered ask for the proxy's audit
 // log, metrics and admin page.
-func report(res *engine.Result) *askreport.Report {
-	r := &askreport.Report{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
-	addCandidates(r, res.Candidates, res.Chosen)
-	addTrace(r, res.Trace)
-	return r
-}
+func report(res *engine.Result) *askreport.Report { return res.Report() }
 
-// failedReport is the same account of an ask that failed: no SQL, no
-// confidence.
-func failedReport(f *engine.Failed) *askreport.Report {
-	r := &askreport.Report{Role: f.Role, Profile: f.Profile, Confidence: -1}
-	addCandidates(r, f.Candidates, -1)
-	addTrace(r, f.Trace)
-	return r
-}
-
-func addCandidates(r *askreport.Report, cands []*engine.Candidate, chosen int) {
-	for i, c := range cands {
-		r.Candidates = append(r.Candidates, askreport.Candidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
-			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == chosen})
-	}
-}
-
-func addTrace(r *askreport.Report, tr *engine.Trace) {
-	if tr == nil {
-		return
-	}
-	r.LLMCalls, r.PromptTokens, r.CompletionTokens = tr.LLMCalls()
-	for _, st := range tr.Snapshot() {
-		r.Stages = append(r.Stages, askreport.Stage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
-			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
-	}
-}
+// failedReport is the same account of an ask that failed.
+func failedReport(f *engine.Failed) *askreport.Report { return f.Report() }
 
 func str(s string) *string { return &s }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/mcpserver"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/workload"
@@ -300,6 +301,29 @@ func options() []option {
 			Help:  "how often a replica looks in the catalog store for a snapshot another replica saved",
 			Field: func(c *Config) any { return &c.Ops.CatalogStorePoll }},
 
+		// AI agents over the Model Context Protocol (docs/mcp.md).
+		{Flag: "mcp-listen", Env: env("MCP_LISTEN"), YAML: "mcp.listen",
+			Help:  "serve MCP (Streamable HTTP at /mcp) on this address; agents sign in with HTTP Basic as a database role, checked by the upstream; TLS with --tls-cert/--tls-key, required off loopback; off when empty",
+			Field: func(c *Config) any { return &c.MCP.Listen }},
+		{Flag: "mcp-database", Env: env("MCP_DATABASE"), YAML: "mcp.database", DefaultDoc: "the user's name",
+			Help:  "database of an MCP request whose URL names none (/mcp?database=NAME)",
+			Field: func(c *Config) any { return &c.MCP.Database }},
+		{Flag: "mcp-dsn", Env: env("MCP_DSN"), YAML: "mcp.dsn", DefaultDoc: "the default --upstream URL",
+			Help:  "nlproxy mcp --stdio: libpq URL/DSN of the role the agent acts as (the password in it, PGPASSWORD or ~/.pgpass)",
+			Field: func(c *Config) any { return &c.MCP.DSN }},
+		{Flag: "mcp-max-rows", Env: env("MCP_MAX_ROWS"), YAML: "mcp.max_rows", Default: mcpserver.DefaultMaxRows,
+			Help:  "rows an MCP result returns; more are cut off and the result says so",
+			Field: func(c *Config) any { return &c.MCP.MaxRows }},
+		{Flag: "mcp-max-bytes", Env: env("MCP_MAX_BYTES"), YAML: "mcp.max_bytes", Default: mcpserver.DefaultMaxBytes,
+			Help:  "row data an MCP result returns, bytes; more rows are cut off and the result says so",
+			Field: func(c *Config) any { return &c.MCP.MaxBytes }},
+		{Flag: "mcp-max-sessions", Env: env("MCP_MAX_SESSIONS"), YAML: "mcp.max_sessions", Default: mcpserver.DefaultMaxSessions,
+			Help:  "identities (user, database, password) holding an upstream session for MCP at once; beyond it 53300",
+			Field: func(c *Config) any { return &c.MCP.MaxSessions }},
+		{Flag: "mcp-idle-timeout", Env: env("MCP_IDLE_TIMEOUT"), YAML: "mcp.idle_timeout", Default: mcpserver.DefaultIdleTimeout,
+			Help:  "close an MCP session, and its upstream session, unused this long",
+			Field: func(c *Config) any { return &c.MCP.IdleTimeout }},
+
 		// Workload learning (docs/workload.md).
 		{Flag: "learn-workload", Env: env("LEARN_WORKLOAD"), YAML: "workload.learn",
 			Help:  "learn join paths, column use and normalised queries (no literals) from the plain statements relayed; see docs/workload.md",
@@ -313,6 +337,10 @@ func options() []option {
 		{Flag: "workload-deny", Env: env("WORKLOAD_DENY"), YAML: "workload.deny",
 			Help:  "regular expression: statements it matches (raw text, literals included) are never learnt from",
 			Field: func(c *Config) any { return &c.Workload.Deny }},
+		{Flag: "workload-roles", Env: env("WORKLOAD_ROLES"), YAML: "workload.roles", DefaultDoc: "every role",
+			Help:  "comma-separated roles whose statements teach (the application's, say): others' traffic is not learnt from, so it cannot steer what every asker is shown; repeatable",
+			Field: func(c *Config) any { return &c.Workload.Roles },
+			flag:  appendListFlag(func(c *Config) *[]string { return &c.Workload.Roles })},
 		{Flag: "workload-sample", Env: env("WORKLOAD_SAMPLE"), YAML: "workload.sample", Default: float64(1),
 			Help:  "share of relayed statements captured, in (0, 1]",
 			Field: func(c *Config) any { return &c.Workload.Sample }},
