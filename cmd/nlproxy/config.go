@@ -71,6 +71,7 @@ type EngineConfig struct {
 	CatalogDSN    string
 	DataDir       string
 	RefreshEvery  Duration
+	RefreshGap    Duration // least time between DDL-triggered catalog checks
 	Glossary      string
 	// Schemas narrows the catalog to these schemas; empty: every schema the
 	// catalog role may use.

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
@@ -183,6 +184,9 @@ func options() []option {
 		{Flag: "catalog-refresh", Env: env("CATALOG_REFRESH"), YAML: "engine.catalog_refresh", Default: 10 * time.Minute,
 			Help:  "how often the catalog re-checks the schema; DDL seen by the proxy also triggers it; 0 = only on DDL",
 			Field: func(c *Config) any { return &c.Engine.RefreshEvery }},
+		{Flag: "catalog-refresh-gap", Env: env("CATALOG_REFRESH_GAP"), YAML: "engine.catalog_refresh_gap", Default: catalog.DefaultMinRefreshGap,
+			Help:  "least time between the end of one catalog check and one that DDL seen in traffic triggers: any role's DDL asks for a rescan, so a burst is answered by one rescan now and one when the gap has passed; 0 = no minimum",
+			Field: func(c *Config) any { return &c.Engine.RefreshGap }},
 		{Flag: "glossary", Env: env("GLOSSARY"), YAML: "engine.glossary",
 			Help:  "optional YAML glossary of business terms",
 			Field: func(c *Config) any { return &c.Engine.Glossary }},
