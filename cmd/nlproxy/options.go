@@ -214,7 +214,7 @@ func options() []option {
 			Help:  "questions the proxy answers at once; more fail with 53400",
 			Field: func(c *Config) any { return &c.Engine.MaxAsks }},
 		{Flag: "max-asks-per-client", Env: env("MAX_ASKS_PER_CLIENT"), YAML: "engine.max_asks_per_client", Default: 4,
-			Help:  "questions one client host may have answered at once",
+			Help:  "questions one login role may have answered at once from one client host (other roles on the same host count apart)",
 			Field: func(c *Config) any { return &c.Engine.MaxAsksPerClient }},
 		{Flag: "profile", Env: env("PROFILE"), YAML: "engine.profile", Default: engine.ProfileFast,
 			Help:  "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */",
