@@ -13,19 +13,22 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 )
 
-// rowLimitDDL gives mallory an operator = (integer, numeric) in its schema,
-// first on its path: pg_catalog has no operator for exactly those types, so
-// under mallory's own path `v = 1.0` means mallory's. Its function writes,
-// counts its calls and sets a session setting; its selectivity estimator is
-// eqsel, which calls the operator's function on the column's most common
+// rowLimitDDL gives mallory an operator = (integer, numeric) in its own
+// schema, first on its path, and one = (smallint, numeric) in public, where
+// it may create (as in every database made before PostgreSQL 15):
+// pg_catalog has no operator for exactly those types, so under mallory's
+// own path `v = 1.0` and `w = 1.0` mean mallory's. Its functions write,
+// count their calls and set a session setting; their selectivity estimator
+// is eqsel, which calls the operator's function on the column's most common
 // values while the statement is planned, at Bind.
 const rowLimitDDL = `
+GRANT CREATE ON SCHEMA public TO mallory;
 SET ROLE mallory;
 CREATE TABLE mallory.loot (what text);
-CREATE TABLE mallory.skew (v int);
-INSERT INTO mallory.skew SELECT 1 FROM generate_series(1, 7);
-INSERT INTO mallory.skew SELECT 2 FROM generate_series(1, 5);
-INSERT INTO mallory.skew SELECT g FROM generate_series(3, 40) g;
+CREATE TABLE mallory.skew (v int, w smallint);
+INSERT INTO mallory.skew SELECT 1, 1 FROM generate_series(1, 7);
+INSERT INTO mallory.skew SELECT 2, 2 FROM generate_series(1, 5);
+INSERT INTO mallory.skew SELECT g, g FROM generate_series(3, 40) g;
 CREATE FUNCTION mallory.int_num_eq(int, numeric) RETURNS bool LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_catalog.nextval('mallory.calls');
@@ -34,6 +37,14 @@ BEGIN
   RETURN $1::numeric OPERATOR(pg_catalog.=) $2;
 END $$;
 CREATE OPERATOR mallory.= (LEFTARG = int, RIGHTARG = numeric, FUNCTION = mallory.int_num_eq, RESTRICT = pg_catalog.eqsel);
+CREATE FUNCTION public.int2_num_eq(smallint, numeric) RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_catalog.nextval('mallory.calls');
+  PERFORM pg_catalog.set_config('mallory.flag', 'set', false);
+  INSERT INTO mallory.loot VALUES ('written at ' || pg_catalog.current_setting('transaction_read_only'));
+  RETURN $1::numeric OPERATOR(pg_catalog.=) $2;
+END $$;
+CREATE OPERATOR public.= (LEFTARG = smallint, RIGHTARG = numeric, FUNCTION = public.int2_num_eq, RESTRICT = pg_catalog.eqsel);
 RESET ROLE;
 ANALYZE mallory.skew;
 `
@@ -65,12 +76,18 @@ func TestRowLimitedPreparedAskInTransaction(t *testing.T) {
 		}
 		return s
 	}
-	const sql = "SELECT v FROM skew WHERE v = 1.0"
-	f.fake.SetRules(
-		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["skew"], "entities": []}`},
-		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply(sql)},
-		fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: sqlReply(sql)},
-	)
+	cases := []struct{ name, sql string }{
+		{"operator in the asker's own schema", "SELECT v FROM skew WHERE v = 1.0"},
+		{"operator in public", "SELECT w FROM skew WHERE w = 1.0"},
+	}
+	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["skew"], "entities": []}`}}
+	for i, c := range cases {
+		tag := fmt.Sprintf("rowlimit case %d ", i)
+		rules = append(rules,
+			fakeollama.Rule{Name: "candidate " + tag, PromptContains: []string{candidatePrompt}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(c.sql)},
+			fakeollama.Rule{Name: "fix " + tag, PromptContains: []string{fixerPrompt}, Match: fakeollama.QuestionContains(tag), Reply: sqlReply(c.sql)})
+	}
+	f.fake.SetRules(rules...)
 
 	conn, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", mallory, mallory+"-secret", f.proxy, db))
 	if err != nil {
@@ -93,37 +110,44 @@ func TestRowLimitedPreparedAskInTransaction(t *testing.T) {
 			pg_catalog.current_setting('transaction_read_only'),
 			pg_catalog.current_setting('statement_timeout'))`), ",")
 	}
-	before, was := state(), evidence(t)
-
-	w.query("BEGIN")
-	// Bind, Describe and the first Execute in one batch, as JDBC sends them.
-	first := w.run(&pgproto3.Parse{Name: "rl", Query: "-- ask: which skew values equal one"},
-		&pgproto3.Bind{DestinationPortal: "cur", PreparedStatement: "rl"},
-		&pgproto3.Describe{ObjectType: 'P', Name: "cur"},
-		&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
-	second := w.run(&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
-	third := w.run(&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
-	for i, want := range []portionSeen{
-		{rows: 3, described: true, suspended: true, status: 'T'},
-		{rows: 3, suspended: true, status: 'T'},
-		{rows: 1, tag: "SELECT 1", status: 'T'},
-	} {
-		got := []portionSeen{first, second, third}[i]
-		if got.err != "" || got.rows != want.rows || got.described != want.described || got.suspended != want.suspended || got.tag != want.tag || got.status != want.status {
-			t.Errorf("Execute %d: %+v, want %+v", i+1, got, want)
-		}
-	}
-	if v := strings.Join(first.values, ",") + "," + strings.Join(second.values, ",") + "," + strings.Join(third.values, ","); v != "1,1,1,1,1,1,1" {
-		t.Errorf("rows %q, want seven 1s", v)
-	}
-	// The client's transaction goes on, writable, and commits.
-	w.query("CREATE TEMP TABLE scratch_rl (x int)", "INSERT INTO scratch_rl VALUES (1)", "DROP TABLE scratch_rl", "COMMIT")
-
-	if now := evidence(t); now != was {
-		t.Errorf("mallory's operator ran (calls, rows it wrote: %s, before %s)", now, was)
-	}
-	if after := state(); after != before {
-		t.Errorf("the session changed:\n before %s\n after  %s", before, after)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before, was := state(), evidence(t)
+			w.query("BEGIN")
+			// Bind, Describe and the first Execute in one batch, as JDBC sends them.
+			first := w.run(&pgproto3.Parse{Name: "rl", Query: fmt.Sprintf("-- ask: rowlimit case %d which skew values equal one", i)},
+				&pgproto3.Bind{DestinationPortal: "cur", PreparedStatement: "rl"},
+				&pgproto3.Describe{ObjectType: 'P', Name: "cur"},
+				&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
+			second := w.run(&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
+			third := w.run(&pgproto3.Execute{Portal: "cur", MaxRows: 3}, &pgproto3.Sync{})
+			for i, want := range []portionSeen{
+				{rows: 3, described: true, suspended: true, status: 'T'},
+				{rows: 3, suspended: true, status: 'T'},
+				{rows: 1, tag: "SELECT 1", status: 'T'},
+			} {
+				got := []portionSeen{first, second, third}[i]
+				if got.err != "" || got.rows != want.rows || got.described != want.described || got.suspended != want.suspended || got.tag != want.tag || got.status != want.status {
+					t.Errorf("Execute %d: %+v, want %+v", i+1, got, want)
+				}
+			}
+			if v := strings.Join(append(append(first.values, second.values...), third.values...), ","); v != "1,1,1,1,1,1,1" {
+				t.Errorf("rows %q, want seven 1s", v)
+			}
+			// The client's transaction goes on, writable, and commits (an
+			// error above left it aborted: ROLLBACK then ends it).
+			if third.status == 'T' {
+				w.query("CREATE TEMP TABLE scratch_rl (x int)", "INSERT INTO scratch_rl VALUES (1)", "DROP TABLE scratch_rl", "DEALLOCATE rl", "COMMIT")
+			} else {
+				w.query("ROLLBACK", "DEALLOCATE rl")
+			}
+			if now := evidence(t); now != was {
+				t.Errorf("mallory's operator ran (calls, rows it wrote: %s, before %s)", now, was)
+			}
+			if after := state(); after != before {
+				t.Errorf("the session changed:\n before %s\n after  %s", before, after)
+			}
+		})
 	}
 }
 
