@@ -66,7 +66,11 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 		conn = tx
 	}
 	opts = opts.withDefaults()
-	schemas, err := usableSchemas(ctx, conn, opts.Schemas)
+	path, err := defaultSearchPath(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := usableSchemas(ctx, conn, opts.Schemas, path)
 	if err != nil {
 		return nil, err
 	}
@@ -78,14 +82,15 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 	if err != nil {
 		return nil, err
 	}
-	usedEnums, err := readColumns(ctx, conn, schemas, s, byOID)
+	disp := displayer(path)
+	usedEnums, err := readColumns(ctx, conn, schemas, s, byOID, disp)
 	if err != nil {
 		return nil, err
 	}
 	if err := readConstraints(ctx, conn, schemas, s, byOID); err != nil {
 		return nil, err
 	}
-	if err := readEnums(ctx, conn, schemas, usedEnums, s); err != nil {
+	if err := readEnums(ctx, conn, schemas, usedEnums, s, disp); err != nil {
 		return nil, err
 	}
 	if !opts.NoStats {
@@ -107,16 +112,16 @@ WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
   AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
   AND (pg_catalog.cardinality($1::pg_catalog.text[]) = 0 OR n.nspname::pg_catalog.text = ANY($1::pg_catalog.text[]))
 ORDER BY CASE WHEN pg_catalog.cardinality($1::pg_catalog.text[]) = 0
-              THEN pg_catalog.array_position(pg_catalog.current_schemas(false)::pg_catalog.text[], n.nspname::pg_catalog.text)
+              THEN pg_catalog.array_position($2::pg_catalog.text[], n.nspname::pg_catalog.text)
               ELSE pg_catalog.array_position($1::pg_catalog.text[], n.nspname::pg_catalog.text) END NULLS LAST,
          n.nspname`
 
 // usableSchemas returns the schemas to read (see IntrospectOptions.Schemas).
-func usableSchemas(ctx context.Context, conn Querier, only []string) ([]string, error) {
+func usableSchemas(ctx context.Context, conn Querier, only, path []string) ([]string, error) {
 	if only == nil {
 		only = []string{} // a NULL array would make cardinality NULL
 	}
-	rows, err := conn.Query(ctx, schemasSQL, only)
+	rows, err := conn.Query(ctx, schemasSQL, only, path)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: schemas: %w", err)
 	}
@@ -133,6 +138,124 @@ func usableSchemas(ctx context.Context, conn Querier, only []string) ([]string, 
 		return nil, fmt.Errorf("catalog: schemas: %w", err)
 	}
 	return out, nil
+}
+
+// searchPathSQL reads the search_path settings that apply to this role in
+// this database (ALTER ROLE … IN DATABASE, ALTER ROLE, ALTER DATABASE, in
+// that order of precedence) and the role's name. The session's own
+// search_path is pinned (internal/ownconn), so it cannot say which schemas
+// the role's sessions see first.
+const searchPathSQL = `
+SELECT r.rolname::pg_catalog.text,
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = d.oid),
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = 0),
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = 0 AND s.setdatabase = d.oid)
+FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
+WHERE r.rolname = CURRENT_USER AND d.datname = pg_catalog.current_database()`
+
+// defaultSearchPath is the schema list the role's sessions start with
+// ("$user" expanded); "$user", public when nothing sets it.
+func defaultSearchPath(ctx context.Context, conn Querier) ([]string, error) {
+	rows, err := conn.Query(ctx, searchPathSQL)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: search_path: %w", err)
+	}
+	defer rows.Close()
+	var (
+		user    string
+		configs [3][]string
+	)
+	for rows.Next() {
+		if err := rows.Scan(&user, &configs[0], &configs[1], &configs[2]); err != nil {
+			return nil, fmt.Errorf("catalog: search_path: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: search_path: %w", err)
+	}
+	setting := `"$user", public`
+found:
+	for _, cfg := range configs {
+		for _, kv := range cfg {
+			if v, ok := strings.CutPrefix(kv, "search_path="); ok {
+				setting = v
+				break found
+			}
+		}
+	}
+	return parseSearchPath(setting, user), nil
+}
+
+// display writes names as the role's sessions would see them. Under the
+// pinned search_path format_type and pg_get_expr qualify every name outside
+// pg_catalog; the prompt has always shown the names of schemas on the role's
+// default path unqualified, so those qualifiers are taken off again. It is
+// display only: nothing here is resolved.
+type display struct{ prefixes []string }
+
+func displayer(path []string) display {
+	var d display
+	for _, s := range path {
+		d.prefixes = append(d.prefixes, quoteIdentIfNeeded(s)+".")
+	}
+	return d
+}
+
+func (d display) name(n string) string {
+	for _, p := range d.prefixes {
+		if rest, ok := strings.CutPrefix(n, p); ok {
+			return rest
+		}
+	}
+	return n
+}
+
+func (d display) expr(e string) string {
+	for _, p := range d.prefixes {
+		e = strings.ReplaceAll(e, "'"+p, "'")
+		e = strings.ReplaceAll(e, "::"+p, "::")
+		e = strings.ReplaceAll(e, " "+p, " ")
+		e = strings.ReplaceAll(e, "("+p, "(")
+		if strings.HasPrefix(e, p) {
+			e = e[len(p):]
+		}
+	}
+	return e
+}
+
+// quoteIdentIfNeeded quotes like quote_ident (keywords aside): plain lower
+// case names stay bare.
+func quoteIdentIfNeeded(s string) string {
+	plain := s != ""
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '$')) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// parseSearchPath splits a search_path setting into schema names: quoted
+// names kept as written, unquoted ones folded to lower case, "$user"
+// replaced by user.
+func parseSearchPath(setting, user string) []string {
+	var out []string
+	for _, part := range strings.Split(setting, ",") {
+		p := strings.TrimSpace(part)
+		switch {
+		case p == `"$user"` || p == "$user":
+			out = append(out, user)
+		case len(p) >= 2 && p[0] == '"' && p[len(p)-1] == '"':
+			out = append(out, strings.ReplaceAll(p[1:len(p)-1], `""`, `"`))
+		case p != "":
+			out = append(out, strings.ToLower(p))
+		}
+	}
+	return out
 }
 
 const relationsSQL = `
@@ -196,7 +319,7 @@ WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.r
 ORDER BY a.attrelid, a.attnum`
 
 // readColumns fills the tables' columns and returns the enum types used.
-func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int) ([]string, error) {
+func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int, disp display) ([]string, error) {
 	rows, err := conn.Query(ctx, columnsSQL, schemas)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: columns: %w", err)
@@ -225,11 +348,12 @@ func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema,
 		if !ok {
 			continue // created between the two queries
 		}
-		s.Tables[i].Columns = append(s.Tables[i].Columns, c)
 		if c.IsEnum && !seen[c.Type] {
 			seen[c.Type] = true
-			enums = append(enums, c.Type)
+			enums = append(enums, c.Type) // as format_type spells it, for enumsSQL
 		}
+		c.Type, c.Default = disp.name(c.Type), disp.expr(c.Default)
+		s.Tables[i].Columns = append(s.Tables[i].Columns, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("catalog: columns: %w", err)
@@ -310,7 +434,7 @@ JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 WHERE n.nspname = ANY($1) OR pg_catalog.format_type(t.oid, NULL) = ANY($2)
 GROUP BY t.oid`
 
-func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Schema) error {
+func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Schema, disp display) error {
 	rows, err := conn.Query(ctx, enumsSQL, schemas, used)
 	if err != nil {
 		return fmt.Errorf("catalog: enums: %w", err)
@@ -324,7 +448,7 @@ func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Sch
 		if err := rows.Scan(&name, &labels); err != nil {
 			return fmt.Errorf("catalog: enums: %w", err)
 		}
-		s.Enums[name] = labels
+		s.Enums[disp.name(name)] = labels
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("catalog: enums: %w", err)

@@ -261,7 +261,7 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
-				rel = &relation{reason: err.Error()}
+				rel = &relation{reason: failReason(err)}
 			}
 			checked[k] = rel
 			if rel.reason != "" {
@@ -287,11 +287,7 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			reason := err.Error()
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == pg.CodeQueryCanceled {
-				reason = SkipTimeout
-			}
+			reason := failReason(err)
 			opts.Logger.Warn("value index: column skipped", zap.String("table", c.Schema+"."+c.Table),
 				zap.String("column", c.Name), zap.Error(err))
 			b.dropColumn(reason)
@@ -312,6 +308,16 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 		b.aliases = append(b.aliases, b.mineRowAliases(ctx, tx)...)
 	}
 	return b.finish(), nil
+}
+
+// failReason is the skip reason of a failed read: SkipTimeout for a
+// statement or lock timeout, else the error.
+func failReason(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == pg.CodeQueryCanceled || pe.Code == pg.CodeLockNotAvailable) {
+		return SkipTimeout
+	}
+	return err.Error()
 }
 
 func skipReason(c Column, sens, names []*regexp.Regexp) string {
