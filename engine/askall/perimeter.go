@@ -93,3 +93,10 @@ func perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason s
 	}
 	return "", nil
 }
+
+// Perimeter is perimeter for callers outside the package: the tests that
+// check the proxy's own connections (integration/ownconn) run it against
+// a database full of users' look-alike objects.
+func Perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason string, err error) {
+	return perimeter(ctx, conn, login)
+}
