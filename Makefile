@@ -34,8 +34,9 @@ vet:
 
 # Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
 # (seed corpora in each package's testdata/fuzz), and the differential check
-# that nothing the guard accepts calls a user's function on a real server.
-FUZZPKGS ?= ./proxy/ ./guard/ ./integration/asksafety/
+# that nothing the guard accepts calls a user's function on a real server, and
+# that the proxy's own connections (catalog, stats reader, perimeter) call none.
+FUZZPKGS ?= ./proxy/ ./guard/ ./integration/asksafety/ ./integration/ownconn/
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
