@@ -199,6 +199,23 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 	if !ownSchema || !ownTables {
 		return fmt.Errorf("catalog store: schema %s (or a relation in it) is not owned by the store's role; the store writes only a schema of its own", s.schema)
 	}
+	// The store holds data values in clear (docs/deploying.md): say who
+	// else may read it.
+	rows, err := tx.Query(ctx, `SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text END
+		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+		WHERE c.relnamespace = $1::pg_catalog.regnamespace AND a.grantee <> c.relowner
+		ORDER BY 1`, s.schema)
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	if len(others) > 0 {
+		s.log.Warn("catalog store: other roles may read the store, which holds stored values, questions and SQL with literals in clear",
+			zap.String("schema", s.schema), zap.Strings("roles", others))
+	}
 	return tx.Commit(ctx)
 }
 

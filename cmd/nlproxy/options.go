@@ -297,7 +297,7 @@ func options() []option {
 			Help:  "comma-separated: question (a digest instead of the text), literals (constants in the SQL become $1…; quoted text and numbers in the question, errors and notes become ?); applies to the audit log, the engine's log lines and the admin page",
 			Field: func(c *Config) any { return &c.Ops.AuditRedact }},
 		{Flag: "catalog-store", Env: env("CATALOG_STORE"), YAML: "ops.catalog_store", DefaultDoc: "each proxy keeps its own",
-			Help:  "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs",
+			Help:  "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs; it holds stored values and SQL with literals in clear, outside --audit-redact: keep other roles from it (docs/deploying.md)",
 			Field: func(c *Config) any { return &c.Ops.CatalogStore }},
 		{Flag: "catalog-store-poll", Env: env("CATALOG_STORE_POLL"), YAML: "ops.catalog_store_poll", Default: 10 * time.Second,
 			Help:  "how often a replica looks in the catalog store for a snapshot another replica saved",

@@ -3,12 +3,15 @@ package ownconn_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/memory"
@@ -287,6 +290,19 @@ func TestStoreOwnSchema(t *testing.T) {
 		t.Fatalf("translation: %v %v", ok, err)
 	}
 	w.noneRan(t, "the catalog store")
+	// The store holds values in clear: a grant to another role is said.
+	if err := cluster.Exec(ctx, w.db, "GRANT USAGE ON SCHEMA store_"+w.tag+" TO mallory_"+w.tag+"; GRANT SELECT ON store_"+w.tag+".pairs TO mallory_"+w.tag); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	s2, err := store.Open(ctx, dsn, store.Options{Schema: "store_" + w.tag, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if l := logs.FilterMessageSnippet("other roles may read the store").All(); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0].ContextMap()["roles"]), "mallory_"+w.tag) {
+		t.Errorf("store readable by mallory: warnings %v", logs.All())
+	}
 
 	mallory := "mallory_" + w.tag
 	trap := "trap_" + w.tag
