@@ -230,24 +230,30 @@ func (s *session) trackedOther(h expect, typ byte, n int) error {
 	case actRelay, actRelayBody:
 		return relayN(s.sv.ur, s.cw.Writer, 5+n, s.cw.Flush)
 	case actDrop, actSynth:
-		if _, err := s.sv.ur.Discard(5 + n); err != nil {
-			return err
-		}
-		if h.act == actSynth && ends(h.msg, typ) {
-			synth := h.synth
-			if h.synthFn != nil {
-				synth = h.synthFn()
-			}
-			if _, err := s.cw.Write(synth); err != nil {
-				return err
-			}
-		}
+		return s.dropReply(h, typ, n)
 	case actCapture:
 		return s.capture(h.sink, typ, n)
 	case actSpool:
 		return s.spoolReply(h.spool, typ, n)
 	}
 	return nil
+}
+
+// dropReply drops a reply to the proxy's own message; the one that ends a
+// placeholder's replies (actSynth) is replaced by the proxy's.
+func (s *session) dropReply(h expect, typ byte, n int) error {
+	if _, err := s.sv.ur.Discard(5 + n); err != nil {
+		return err
+	}
+	if h.act != actSynth || !ends(h.msg, typ) {
+		return nil
+	}
+	synth := h.synth
+	if h.synthFn != nil {
+		synth = h.synthFn()
+	}
+	_, err := s.cw.Write(synth)
+	return err
 }
 
 func (s *session) readStatus(n int) (byte, error) {

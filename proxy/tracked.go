@@ -195,6 +195,13 @@ func (s *session) trackedBind(n int) error {
 		return err
 	}
 	s.onClient(feBind, nil)
+	return s.bindAsk(st, b)
+}
+
+// bindAsk binds the client's portal to an ask statement at a synced point:
+// idle, inside the read-only scope the batch's implicit transaction becomes;
+// in a transaction block, per Execute (askPortal.bind).
+func (s *session) bindAsk(st *askStmt, b pgproto3.Bind) error {
 	p := &askPortal{stmt: st}
 	switch tx := s.sh.tx(); tx {
 	case txIdle:
@@ -250,23 +257,7 @@ func (s *session) trackedDescribe(n int) error {
 		p := s.cl.portals[d.Name]
 		return s.placeholderReply(s.rowDescription(p.stmt.rows, p.formats))
 	case d.ObjectType == objPortal && s.cl.portals[d.Name] != nil && s.cl.portals[d.Name].bind != nil:
-		// Described from the proxy's own portal, bound and closed for it,
-		// inside a read-only, pinned savepoint: binding plans the statement,
-		// and planning may evaluate functions.
-		p := s.cl.portals[d.Name]
-		scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
-		if err != nil {
-			return err
-		}
-		s.injectAll(scope.Enter, nil)
-		s.bindOwn(p)
-		s.replies.push(expect{msg: feDescribe, act: actRelay})
-		if _, err := s.cl.uw.Write(describeMsg(objPortal, ownName)); err != nil {
-			return err
-		}
-		s.send(expect{msg: feClose, act: actDrop}, closeMsg(objPortal, ownName))
-		s.injectAll(scope.Exit, nil)
-		return nil
+		return s.describeBoundPortal(s.cl.portals[d.Name])
 	}
 	s.replies.push(expect{msg: feDescribe, act: actRelay})
 	_, err = s.cl.uw.Write(msg)
@@ -352,30 +343,33 @@ func (s *session) readMsg(n int) ([]byte, error) {
 	return msg, err
 }
 
+// describeBoundPortal describes a portal bound inside the client's
+// transaction (askPortal.bind) from the proxy's own portal, bound and closed
+// for it, inside a read-only, pinned savepoint: binding plans the statement,
+// and planning may evaluate functions.
+func (s *session) describeBoundPortal(p *askPortal) error {
+	scope, err := sealed.RunScope(pg.TxInTx, p.stmt.timeout)
+	if err != nil {
+		return err
+	}
+	s.injectAll(scope.Enter, nil)
+	s.bindOwn(p)
+	s.replies.push(expect{msg: feDescribe, act: actRelay})
+	if _, err := s.cl.uw.Write(describeMsg(objPortal, ownName)); err != nil {
+		return err
+	}
+	s.send(expect{msg: feClose, act: actDrop}, closeMsg(objPortal, ownName))
+	s.injectAll(scope.Exit, nil)
+	return nil
+}
+
 // lifecycleQuery answers a simple Query that names an ask statement
 // (DEALLOCATE, EXECUTE, PREPARE) as Postgres would, and keeps the table in
 // step with DEALLOCATE ALL and DISCARD ALL. done is false when the Query
 // is the server's to answer as it is.
 func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err error) {
 	if lc.kind == lcDeallocateAll {
-		// The server answers; its tag says whether the asks went too
-		// (noteDiscard), and the client's next message must find the
-		// table as the server left it.
-		delete(s.cl.stmts, "")
-		delete(s.cl.portals, "")
-		s.replies.push(expect{msg: feQuery, act: actRelay})
-		s.onClient(feQuery, nil)
-		if _, err := s.cl.uw.Write(msg); err != nil {
-			return true, err
-		}
-		if err := s.cl.uw.Flush(); err != nil {
-			return true, err
-		}
-		if err := s.sh.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
-			return true, err
-		}
-		s.applyDiscard()
-		return true, nil
+		return true, s.deallocateAllQuery(msg)
 	}
 	st := s.cl.stmts[lc.name]
 	if st == nil || lc.name == "" {
@@ -402,6 +396,27 @@ func (s *session) lifecycleQuery(lc lifecycleStmt, msg []byte) (done bool, err e
 		return true, s.answerQuery(tx, st)
 	}
 	return false, nil
+}
+
+// deallocateAllQuery passes DEALLOCATE ALL or DISCARD ALL on: the server
+// answers; its tag says whether the asks went too (noteDiscard), and the
+// client's next message must find the table as the server left it.
+func (s *session) deallocateAllQuery(msg []byte) error {
+	delete(s.cl.stmts, "")
+	delete(s.cl.portals, "")
+	s.replies.push(expect{msg: feQuery, act: actRelay})
+	s.onClient(feQuery, nil)
+	if _, err := s.cl.uw.Write(msg); err != nil {
+		return err
+	}
+	if err := s.cl.uw.Flush(); err != nil {
+		return err
+	}
+	if err := s.sh.waitIdle(); err != nil && !errors.Is(err, errCopyIn) {
+		return err
+	}
+	s.applyDiscard()
+	return nil
 }
 
 // deallocateAround answers a DEALLOCATE of an ask between
