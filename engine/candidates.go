@@ -91,8 +91,12 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 // returned error is for failures of the ask itself (model server, session).
 func (e *Engine) runGenerator(ctx context.Context, a *ask, g Generator) ([]*Candidate, error) {
 	st := a.trace.begin("generate")
+	m := e.model(a, st, llm.RoleGenerator)
+	if ad, ok := g.(adaptiveGenerator); ok {
+		g = ad.pick(ctx, m) // the candidate is named after the one that ran
+	}
 	st.Note = g.Name()
-	sqls, err := g.Generate(ctx, &a.in, e.model(a, st, llm.RoleGenerator), runner{e, a})
+	sqls, err := g.Generate(ctx, &a.in, m, runner{e, a})
 	a.trace.end(st)
 	var reason string
 	switch {

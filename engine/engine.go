@@ -80,6 +80,9 @@ type Engine struct {
 	// into remembered pairs; default DefaultWorkloadExamples, negative
 	// none.
 	WorkloadExamples int
+	// OutputCaps overrides the output cap (tokens) a step's prompt declares
+	// (prompts.OutputCap), by step name ("candidate", "fixer", ...).
+	OutputCaps map[string]int
 	// Parallel bounds the model calls one ask makes at once (generators and
 	// fixes); default 2. Ollama serves them in parallel up to its
 	// OLLAMA_NUM_PARALLEL.
@@ -93,6 +96,7 @@ type Engine struct {
 	// synthesized holds the workload queries (database, fingerprint)
 	// already turned into pairs or tried: once each, not once per ask.
 	synthesized tried
+	speeds      speeds
 }
 
 // Request is one question.
@@ -234,7 +238,7 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	}
 	a.profile = prof
 	a.budget = &budget{maxCalls: prof.MaxLLMCalls, maxTokens: prof.MaxTokens}
-	a.client = budgetClient{Client: e.LLM, b: a.budget}
+	a.client = budgetClient{Client: e.LLM, b: a.budget, speeds: &e.speeds}
 	a.exec = &serialExecutor{inner: req.Exec}
 	timeout := e.AskTimeout * time.Duration(max(prof.WallTimes, 1))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -242,6 +246,9 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 
 	res, err := e.translate(ctx, a)
 	a.trace.Total = time.Since(start)
+	a.budget.mu.Lock()
+	a.trace.Ends = a.budget.ends
+	a.budget.mu.Unlock()
 	if err != nil {
 		err = e.classify(ctx, err)
 		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
@@ -583,9 +590,13 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	softFixed := false
 	sql := c.SQL
 	var rewrites []LiteralRewrite // those in sql
+	// SQL already checked: a fix that returns one of them would make the
+	// next round's request equal an earlier one, so it is not sent.
+	tried := map[string]bool{}
 	for round := 0; ; round++ {
 		var rw []LiteralRewrite
 		sql, rw = e.correctLiterals(ctx, a, sql)
+		tried[strings.TrimSpace(sql)] = true
 		rewrites = append(rewrites, rw...)
 		stmt, rows, prob, err := e.check(ctx, a, sql)
 		if err != nil {
@@ -623,6 +634,10 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			return err
 		}
 		c.Fixes++
+		if tried[strings.TrimSpace(fixed)] {
+			c.Trace = append(c.Trace, "the fix repeated an earlier attempt; no further round")
+			break
+		}
 		sql = fixed // written from the corrected SQL: the rewrites stand
 	}
 	if fallback != nil {
@@ -678,8 +693,17 @@ func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature 
 		Temperature: temperature,
 		JSONSchema:  p.JSONSchema,
 		NumCtx:      e.NumCtx,
+		MaxTokens:   e.outputCap(p),
 		Step:        step,
 	}
+}
+
+// outputCap is the step's declared output cap, or the operator's override.
+func (e *Engine) outputCap(p prompts.Prompt) int {
+	if n, ok := e.OutputCaps[p.Step]; ok && n > 0 {
+		return n
+	}
+	return p.MaxTokens
 }
 
 // nullHeavyColumns are columns NULL in at least 80% of a result of 3+ rows,

@@ -87,6 +87,8 @@ type ChatResponse struct {
 	// EvalDuration is the server's time generating the completion (0 when
 	// it did not say): CompletionTokens/EvalDuration is the model's speed.
 	EvalDuration time.Duration
+	// PromptDuration is the server's time reading the prompt (0 unknown).
+	PromptDuration time.Duration
 	// Folded: the system text went inside the user message (the model has
 	// no chat template that places it).
 	Folded bool

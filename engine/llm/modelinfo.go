@@ -228,3 +228,13 @@ func foldSystem(system string, msgs []Message) []Message {
 	}
 	return append([]Message{{Role: SpeakerUser, Content: system}}, out...)
 }
+
+// Info is what the server said about model, asking it on first use.
+func (c *OllamaClient) Info(ctx context.Context, model string) ModelInfo {
+	return c.describeOnce(ctx, model, c.show)
+}
+
+// Info is what the server said about model, asking it on first use.
+func (c *OpenAIClient) Info(ctx context.Context, model string) ModelInfo {
+	return c.describeOnce(ctx, model, c.describe)
+}

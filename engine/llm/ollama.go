@@ -195,6 +195,7 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 				out.PromptTokens = r.PromptEvalCount
 				out.CompletionTokens = r.EvalCount
 				out.EvalDuration = r.EvalDuration
+				out.PromptDuration = r.PromptEvalDuration
 				out.DoneReason = r.DoneReason
 				if r.Model != "" {
 					out.Model = r.Model
@@ -207,7 +208,7 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 			// Ended by the client or cut off: count what arrived.
 			out.PromptTokens = estimateTokens(system, messages)
 			out.CompletionTokens = w.chunks
-			out.EvalDuration = 0
+			out.EvalDuration, out.PromptDuration = 0, 0
 		}
 		if errors.Is(err, errStopEarly) {
 			out.DoneReason = w.cut

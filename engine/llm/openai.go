@@ -57,6 +57,8 @@ type Backend interface {
 	ModelFor(Role) string
 	// Describe asks the server what the model is (chat template, size).
 	Describe(ctx context.Context, model string) (ModelInfo, error)
+	// Info is Describe's answer, asked once and kept.
+	Info(ctx context.Context, model string) ModelInfo
 	// Notes says what the client does about the models it described.
 	Notes() []string
 }

@@ -431,3 +431,8 @@ func (p *Pool) Notes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Info is what the first server said about model, asked once and kept.
+func (p *Pool) Info(ctx context.Context, model string) ModelInfo {
+	return p.members[0].c.Info(ctx, model)
+}
