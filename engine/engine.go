@@ -804,7 +804,7 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
 		return &pg.Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
-			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
+			Hint: "The model is slow or overloaded; try a smaller/faster model, the fast profile, or raise the ask timeout (--ask-timeout, NLPROXY_ASK_TIMEOUT; nlproxy demo takes both).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
 		return &pg.Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):

@@ -78,6 +78,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(helpOutput(args, stdout, stderr))
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "proxy address; a free port is used if this one is taken (env NLPROXY_LISTEN)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
+	// The settings a demo user changes first, as the option table words them.
+	for _, name := range []string{"model", "small-model", "ask-timeout", "profile", "ollama-host", "no-progress"} {
+		o := lookupOption(name)
+		switch p := o.Field(&cfg).(type) {
+		case *string:
+			fs.StringVar(p, name, *p, o.usage())
+		case *bool:
+			fs.BoolVar(p, name, *p, o.usage())
+		case *Duration:
+			fs.Var(p, name, o.usage())
+		}
+	}
 	fs.Usage = func() { printFlagUsage(fs, args, "nlproxy demo [flags]", demoEnvKeys(), demoNotes) }
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)

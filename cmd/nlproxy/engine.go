@@ -136,6 +136,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		DefaultProfile:   ec.Profile,
 		DatabaseProfiles: ec.DatabaseProfiles,
 		Parallel:         ec.Parallel,
+		OutputCaps:       ec.OutputCaps,
 	}
 	if ec.EmbedModel != "" {
 		// Remembered pairs are then ranked by meaning (a catalog store,
@@ -195,6 +196,13 @@ func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 			logger.Warn("natural-language questions will fail until the model server is ready",
 				zap.String("ollama", c.BaseURL()), zap.Error(err), zap.String("hint", hint))
 			continue
+		}
+		// What each chat model is (its template): said once in the log and
+		// on /readyz when the system prompt has to be folded.
+		for _, role := range []llm.Role{llm.RoleGenerator, llm.RoleSmall} {
+			if m := c.ModelFor(role); m != "" {
+				c.Info(ctx, m)
+			}
 		}
 		logger.Info("ollama ready", zap.String("ollama", c.BaseURL()))
 	}

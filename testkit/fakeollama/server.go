@@ -621,8 +621,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		if piece == "" {
 			piece = "SELECT "
 		}
-		for r.Context().Err() == nil {
-			if err := enc.Encode(mk(piece, false)); err != nil {
+		// In chunks of ChunkSize runes, as a model streams tokens.
+		parts := chunks(piece, rule.ChunkSize)
+		for i := 0; r.Context().Err() == nil; i++ {
+			if err := enc.Encode(mk(parts[i%len(parts)], false)); err != nil {
 				return
 			}
 			if flusher != nil {
