@@ -111,6 +111,16 @@ type Request struct {
 	// Profile names the profile (fast, balanced, max); "" for the
 	// database's or the engine's default.
 	Profile string
+	// Progress, when set, is told each stage as it begins ("generating
+	// candidate 2/3"), from the ask's goroutines.
+	Progress func(stage string)
+}
+
+// progress reports a stage boundary of the ask.
+func (a *ask) progress(format string, args ...any) {
+	if a.req.Progress != nil {
+		a.req.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // Result is the settled statement and how it was reached.
@@ -309,12 +319,14 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return nil, noTables(a, len(snap.Schema.Tables))
 	}
 	e.loadLearned(ctx, a)
+	a.progress("finding the question's terms")
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
 	e.retrieve(ctx, a)
 	e.selectSchema(a)
 	if a.profile.ModelSchemaSelection {
+		a.progress("selecting tables")
 		if err := e.selectSchemaWithModel(ctx, a); err != nil {
 			return nil, err
 		}
@@ -623,6 +635,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 		if round >= rounds || fixer == nil {
 			break
 		}
+		a.progress("fixing the %s candidate, round %d", c.Generator, round+1)
 		st := a.trace.begin("fix")
 		st.Note = c.Generator + ": " + prob.String()
 		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), sql, *prob)

@@ -47,6 +47,32 @@ type Translator struct {
 	// options are replaced per database by the engine's, with that
 	// database's function catalog.
 	Optimizer *optimize.Optimizer
+	// NoProgress sends no progress NOTICEs while an ask runs.
+	NoProgress bool
+	// ProgressAfter is how long an ask runs before its stage boundaries
+	// are sent as NOTICEs (default DefaultProgressAfter).
+	ProgressAfter time.Duration
+}
+
+// DefaultProgressAfter: an ask quicker than this sends no progress NOTICE.
+const DefaultProgressAfter = 2 * time.Second
+
+// progress turns the engine's stage boundaries into NOTICEs once the ask
+// has run ProgressAfter ("nlproxy: generating candidate 2/3 (9 s)"); nil
+// when the client is not to get them.
+func (t Translator) progress(req proxy.TranslateRequest, start time.Time) func(string) {
+	if t.NoProgress || req.Progress == nil {
+		return nil
+	}
+	after := t.ProgressAfter
+	if after <= 0 {
+		after = DefaultProgressAfter
+	}
+	return func(stage string) {
+		if el := time.Since(start); el >= after {
+			req.Progress(fmt.Sprintf("nlproxy: %s (%d s)", stage, int(el.Seconds())))
+		}
+	}
 }
 
 var (
@@ -83,6 +109,7 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		TxStatus: engine.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
 		Profile:  req.Marker.Profile,
+		Progress: t.progress(req, start),
 	})
 	if err != nil {
 		// What the failed ask did (stages, model calls, candidates) still

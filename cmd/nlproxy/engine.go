@@ -167,7 +167,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	opt := ec.Optimize.optimizer()
 	opt.LLM, opt.NumCtx = client, ec.NumCtx
 	return &engineParts{translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt,
-		MaxQuestionBytes: ec.MaxQuestionBytes},
+		MaxQuestionBytes: ec.MaxQuestionBytes, NoProgress: ec.NoProgress},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 

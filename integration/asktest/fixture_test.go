@@ -193,7 +193,10 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+		// Every ask sends its progress NOTICEs at once, so that every client
+		// of the matrix (JDBC's warning chain, psycopg's notices list, the
+		// extended protocol) gets them before its answer.
+		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second, ProgressAfter: time.Nanosecond,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
 		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
 		OnAsk: func(r *proxy.AskRecord) {
