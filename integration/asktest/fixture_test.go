@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -317,3 +318,17 @@ func psql(ctx context.Context, t *testing.T, addr string, args ...string) (strin
 }
 
 func asPgError(err error, target **pgconn.PgError) bool { return errors.As(err, target) }
+
+// progressNotice is a progress NOTICE ("nlproxy: generating candidate 1/1 (0 s)").
+var progressNotice = regexp.MustCompile(`^nlproxy: [^\n]* \(\d+ s\)$`)
+
+// withoutProgress drops the progress NOTICEs, leaving the answer's own.
+func withoutProgress(notices []string) []string {
+	var out []string
+	for _, n := range notices {
+		if !progressNotice.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
