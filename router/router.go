@@ -116,7 +116,11 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		// reaches the audit log, the metrics and the admin page.
 		var f *engine.Failed
 		if errors.As(err, &f) {
-			return proxy.Translation{Report: failedReport(f)}, pg.ErrorFor(err)
+			pe := pg.ErrorFor(err)
+			if req.Marker.Kind == proxy.MarkerAskSQL {
+				showAttempt(pe, f)
+			}
+			return proxy.Translation{Report: failedReport(f)}, pe
 		}
 		return proxy.Translation{}, pg.ErrorFor(err)
 	}
@@ -145,6 +149,26 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
 	}
 	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
+}
+
+// showAttempt is what a failed ask-sql: adds to its error: the last SQL the
+// candidates reached and the stages, in DETAIL, since the user already asked
+// to see them; the hint no longer sends them to ask-sql:.
+func showAttempt(pe *pg.Error, f *engine.Failed) {
+	var lines []string
+	for _, c := range f.Candidates {
+		if c.SQL != "" {
+			lines = append(lines, fmt.Sprintf("Attempt (%s): %s", c.Generator, strings.Join(strings.Fields(c.SQL), " ")))
+		}
+	}
+	if f.Trace != nil {
+		calls, prompt, completion := f.Trace.LLMCalls()
+		lines = append(lines, fmt.Sprintf("Trace: %s; %d model calls, %d+%d tokens", f.Trace.String(), calls, prompt, completion))
+	}
+	if len(lines) > 0 {
+		pe.Detail = strings.TrimSpace(pe.Detail + "\n" + strings.Join(lines, "\n"))
+	}
+	pe.Hint = strings.Replace(pe.Hint, ", or use ask-sql: to see the attempt", "", 1)
 }
 
 // MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker
