@@ -178,6 +178,9 @@ Try:
   SELECT count(*) FROM orders;
   /* ask: how many orders were placed by customers in Los Angeles? */;
   ASK which five products sold the most units last year;
+At the psql prompt use /* ask: … */; or ASK …; : psql drops a leading
+-- comment, so "-- ask: …" typed there sends nothing (it is for drivers).
+A long ask shows its progress as NOTICEs (--no-progress turns them off).
 
 %s
 Press Ctrl-C to stop; the cluster and its files are removed.
