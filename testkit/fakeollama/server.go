@@ -47,6 +47,9 @@ type Options struct {
 	// implied); a model not listed has ChatMLTemplate. NoTemplate is the
 	// template-less base model's.
 	Templates map[string]string
+	// ParameterSizes are the details.parameter_size /api/show reports, per
+	// model; a model not listed is "7.6B".
+	ParameterSizes map[string]string
 	// EmbedDim is the length of the deterministic embeddings (default 64).
 	EmbedDim int
 	Version  string
@@ -336,18 +339,24 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 			ModifiedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
 			Size:       int64(1 << 30),
 			Digest:     fmt.Sprintf("%064x", fnv64(n)),
-			Details:    details(n),
+			Details:    s.details(n),
 		})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func details(model string) api.ModelDetails {
+func (s *Server) details(model string) api.ModelDetails {
 	family := "qwen2"
 	if isEmbedModel(model) {
 		family = "nomic-bert"
 	}
-	return api.ModelDetails{Format: "gguf", Family: family, Families: []string{family}, ParameterSize: "7.6B", QuantizationLevel: "Q4_K_M"}
+	size := "7.6B"
+	for m, p := range s.opts.ParameterSizes {
+		if llm.NormalizeModel(m) == llm.NormalizeModel(model) {
+			size = p
+		}
+	}
+	return api.ModelDetails{Format: "gguf", Family: family, Families: []string{family}, ParameterSize: size, QuantizationLevel: "Q4_K_M"}
 }
 
 func isEmbedModel(m string) bool { return strings.Contains(strings.ToLower(m), "embed") }
@@ -369,7 +378,7 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.record(Recorded{Method: r.Method, Route: RouteShow, Model: m, Status: http.StatusOK})
-	d := details(m)
+	d := s.details(m)
 	caps := []string{"completion"}
 	if isEmbedModel(m) {
 		caps = []string{"embedding"}
