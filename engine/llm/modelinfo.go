@@ -3,11 +3,13 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ollama/ollama/api"
 	"go.uber.org/zap"
@@ -83,7 +85,16 @@ type modelInfos struct {
 	mu     sync.Mutex
 	m      map[string]ModelInfo
 	logged map[string]bool
+	failed map[string]time.Time // when the server last could not say
 }
+
+// describeRetry: after the server could not describe a model, calls go
+// without asking again for this long (a server without /api/show would
+// otherwise cost every call an extra request).
+const describeRetry = time.Minute
+
+// describeTimeout bounds one description request.
+const describeTimeout = 10 * time.Second
 
 func (c *caller) cachedInfo(model string) (ModelInfo, bool) {
 	c.infos.mu.Lock()
@@ -128,9 +139,23 @@ func (c *caller) describeOnce(ctx context.Context, model string, ask func(contex
 	if i, ok := c.cachedInfo(model); ok {
 		return i
 	}
-	i, err := ask(ctx, model)
+	c.infos.mu.Lock()
+	recent := time.Since(c.infos.failed[model]) < describeRetry
+	c.infos.mu.Unlock()
+	if recent {
+		return ModelInfo{Model: model}
+	}
+	dctx, cancel := context.WithTimeout(ctx, min(describeTimeout, c.cfg.CallTimeout))
+	defer cancel()
+	i, err := ask(dctx, model)
 	if err != nil {
 		c.log.Debug("model description unavailable", zap.String("model", model), zap.Error(err))
+		c.infos.mu.Lock()
+		if c.infos.failed == nil {
+			c.infos.failed = map[string]time.Time{}
+		}
+		c.infos.failed[model] = time.Now()
+		c.infos.mu.Unlock()
 		return ModelInfo{Model: model}
 	}
 	c.remember(i)
@@ -147,14 +172,13 @@ func (c *OllamaClient) Describe(ctx context.Context, model string) (ModelInfo, e
 }
 
 func (c *OllamaClient) show(ctx context.Context, model string) (ModelInfo, error) {
-	var resp *api.ShowResponse
-	_, err := c.retry(ctx, "show", model, "", func(ctx context.Context) error {
-		var err error
-		resp, err = c.api.Show(ctx, &api.ShowRequest{Model: model})
-		return err
-	})
+	// One request, no retries: a model that cannot be described is used
+	// as it is, and asked about again later (describeRetry).
+	resp, err := c.api.Show(ctx, &api.ShowRequest{Model: model})
 	if err != nil {
-		return ModelInfo{Model: model}, err
+		e := classify(err, errors.Is(ctx.Err(), context.DeadlineExceeded))
+		e.Op, e.Model = "show", model
+		return ModelInfo{Model: model}, e
 	}
 	i := ModelInfo{Model: model, Known: true, ParameterSize: resp.Details.ParameterSize}
 	i.HasTemplate, i.UsesSystem = templateInfo(resp.Template)
