@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,5 +154,27 @@ func TestFitCap(t *testing.T) {
 				t.Fatalf("got %d, %v; want %d", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestProgressStages: the engine reports each stage boundary of an ask, in
+// order, to Request.Progress (the router turns them into NOTICEs).
+func TestProgressStages(t *testing.T) {
+	f := newFixture(t)
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"], "entities": []}`},
+		fakeollama.Rule{Name: "cot", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(store_name) FROM stores"), Times: 1},
+		fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	var mu sync.Mutex
+	var stages []string
+	req := f.request("how many stores, with progress")
+	req.Progress = func(s string) { mu.Lock(); stages = append(stages, s); mu.Unlock() }
+	if _, err := f.engine(t).Translate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"finding the question's terms", "generating candidate 1/1", "fixing the divide candidate, round 1"}
+	if strings.Join(stages, "|") != strings.Join(want, "|") {
+		t.Errorf("stages %q, want %q", stages, want)
 	}
 }
