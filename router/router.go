@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/askreport"
 	"strconv"
 	"strings"
@@ -101,6 +102,14 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if req.Marker.Profile == ProfileAll {
 		return t.translateAll(ctx, req)
 	}
+	tr, _, err := t.translateOne(ctx, req)
+	return tr, err
+}
+
+// translateOne answers one question of one database; it also returns how
+// the asking session resolved names when the engine probed it (nil when
+// it did not answer).
+func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, guard.Names, error) {
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,
@@ -120,9 +129,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 			if req.Marker.Kind == proxy.MarkerAskSQL {
 				showAttempt(pe, f)
 			}
-			return proxy.Translation{Report: failedReport(f)}, pe
+			return proxy.Translation{Report: failedReport(f)}, nil, pe
 		}
-		return proxy.Translation{}, pg.ErrorFor(err)
+		return proxy.Translation{}, nil, pg.ErrorFor(err)
 	}
 	// People see the SQL as written; in a client encoding other than UTF-8
 	// they see the sealed text, which is ASCII and so exact there too.
@@ -146,9 +155,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		if res.Confidence >= 0 {
 			row[7] = str(engine.FormatConfidence(res.Confidence))
 		}
-		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
+		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, res.Names, nil
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, res.Names, nil
 }
 
 // showAttempt is what a failed ask-sql: adds to its error: the last SQL the
