@@ -176,7 +176,7 @@ func (c *OllamaClient) show(ctx context.Context, model string) (ModelInfo, error
 	// as it is, and asked about again later (describeRetry).
 	resp, err := c.api.Show(ctx, &api.ShowRequest{Model: model})
 	if err != nil {
-		e := classify(err, errors.Is(ctx.Err(), context.DeadlineExceeded))
+		e := classify(scrub(err, c.cfg.APIKey), errors.Is(ctx.Err(), context.DeadlineExceeded))
 		e.Op, e.Model = "show", model
 		return ModelInfo{Model: model}, e
 	}
