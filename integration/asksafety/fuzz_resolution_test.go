@@ -23,8 +23,8 @@ type differential struct {
 	cluster *pgtest.Cluster
 	db      string
 	admin   *pgx.Conn
-	conn  *pgconn.PgConn
-	opts  guard.Options
+	conn    *pgconn.PgConn
+	opts    guard.Options
 }
 
 func newDifferential(tb testing.TB) *differential {
