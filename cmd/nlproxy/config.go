@@ -79,6 +79,9 @@ type EngineConfig struct {
 	// Schemas narrows the catalog to these schemas; empty: every schema the
 	// catalog role may use.
 	Schemas []string
+	// ValueOwners narrows the value index to relations these roles own;
+	// empty: every relation the catalog role may read.
+	ValueOwners []string
 	// AllowFunctions and DenyFunctions adjust the guard's function rule
 	// ("name" or "schema.name", wildcards); the deny-list wins.
 	AllowFunctions []string

@@ -113,6 +113,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		mgr.MinRefreshGap = -1
 	}
 	mgr.IntrospectOptions.Schemas = ec.Schemas // empty: every schema the catalog role may use
+	mgr.ValueOptions.Owners = ec.ValueOwners   // empty: every owner
 	if ec.EmbedModel != "" {
 		emb := llm.NewEmbedder(client, ec.EmbedModel)
 		mgr.DescOptions = descindex.Options{Embedder: emb}
