@@ -23,6 +23,10 @@ type TranslateRequest struct {
 	// ClientEncoding is the session's client_encoding ("" until reported).
 	ClientEncoding string
 	Exec           sealed.Executor // runs sealed statements on this client's own upstream session
+	// Progress sends msg to the client at once as a NOTICE while the ask
+	// runs (psql and most drivers show notices as they arrive; JDBC and
+	// psycopg keep them with the statement).
+	Progress func(msg string)
 }
 
 // Translation is the engine's answer.
