@@ -62,6 +62,9 @@ type Engine struct {
 	// NoLiteralCorrection leaves string literals as the model wrote them
 	// (by default a literal no row matches becomes the closest stored value).
 	NoLiteralCorrection bool
+	// ModelData is what of the data may reach the model (schema, values,
+	// rows); "" is DefaultModelData.
+	ModelData ModelData
 
 	// Profiles are the profiles asks may name (nil: the built-in ones,
 	// Profiles()). DefaultProfile applies when neither the ask nor
@@ -220,6 +223,7 @@ type ask struct {
 	budget  *budget
 	exec    Executor // req.Exec, one statement at a time
 	in      GenInput // prompt material, fixed once the schema is selected
+	view    modelView
 	cands   []*Candidate
 }
 
@@ -227,7 +231,7 @@ type ask struct {
 func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	e.once.Do(e.applyDefaults)
 	start := time.Now()
-	a := &ask{req: req, trace: &Trace{}}
+	a := &ask{req: req, trace: &Trace{}, view: modelView{e.ModelData}}
 	prof, err := e.profileFor(req)
 	if err != nil {
 		return nil, err
@@ -316,11 +320,12 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	a.in = GenInput{
 		Question:     a.req.Question,
 		Schema:       a.schema,
-		Values:       promptValues(a.values),
+		Values:       a.view.values(promptValues(a.values)),
 		Descriptions: promptDescriptions(a.descs),
-		Examples:     e.examples(ctx, a),
+		Examples:     a.view.examples(e.examples(ctx, a)),
 		Queries:      a.queries,
 		Guard:        e.guardOptions(a),
+		view:         a.view,
 	}
 
 	res, err := e.candidates(ctx, a)
@@ -585,6 +590,11 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	var rewrites []LiteralRewrite // those in sql
 	for round := 0; ; round++ {
 		var rw []LiteralRewrite
+		if !a.view.data.Values() {
+			// The model rewrote the SQL as it wrote it (modelView.sql):
+			// the correction is made again on what it returned.
+			rewrites = nil
+		}
 		sql, rw = e.correctLiterals(ctx, a, sql)
 		rewrites = append(rewrites, rw...)
 		stmt, rows, prob, err := e.check(ctx, a, sql)
@@ -614,7 +624,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 		}
 		st := a.trace.begin("fix")
 		st.Note = c.Generator + ": " + prob.String()
-		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), sql, *prob)
+		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), a.view.sql(sql, rewrites), *prob)
 		a.trace.end(st)
 		if err != nil {
 			if errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) || errors.Is(err, llm.ErrUnanswerable) {
@@ -664,7 +674,7 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (guard.Statement
 	}
 	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
 		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
-		return stmt, rows, &Problem{NullColumns: nulls, Sample: SampleOf(rows, 5)}, nil
+		return stmt, rows, &Problem{NullColumns: nulls, Sample: a.view.sample(rows, 5)}, nil
 	}
 	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
 	return stmt, rows, nil, nil

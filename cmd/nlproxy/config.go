@@ -85,6 +85,9 @@ type EngineConfig struct {
 	MaxQuestionBytes int
 	// NoLiteralCorrection keeps string literals as the model wrote them.
 	NoLiteralCorrection bool
+	// ModelData says what of the data may reach the model: schema, values
+	// or rows (engine.ModelData).
+	ModelData string
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int
 	MaxAsksPerClient int

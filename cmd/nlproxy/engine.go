@@ -120,6 +120,10 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		}
 		mgr.Glossary = docs
 	}
+	modelData, err := engine.ParseModelData(ec.ModelData)
+	if err != nil {
+		return nil, fmt.Errorf("--model-data: %w", err)
+	}
 	eng := &engine.Engine{
 		LLM:                 client,
 		Catalogs:            mgr,
@@ -129,6 +133,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialTimeout:        time.Duration(ec.TrialTimeout),
 		TrialMaxBytes:       ec.TrialMaxBytes,
 		NoLiteralCorrection: ec.NoLiteralCorrection,
+		ModelData:           modelData,
 		NumCtx:              ec.NumCtx,
 		Guard:               guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
 		Redact:              cfg.Ops.redaction(),
