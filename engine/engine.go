@@ -25,6 +25,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
@@ -110,6 +111,9 @@ type Request struct {
 	// Profile names the profile (fast, balanced, max); "" for the
 	// database's or the engine's default.
 	Profile string
+	// History is the asking session's recent asks (nil: none kept). A
+	// follow-up is read against it, and the answered ask is added to it.
+	History *conversation.History
 }
 
 // Result is the settled statement and how it was reached.
@@ -133,6 +137,9 @@ type Result struct {
 	Alternatives []*Candidate
 	// Optimized says what the optimizer did ("" when it did not run).
 	Optimized string
+	// Standalone is the question as the engine understood it when it was
+	// a follow-up of the session's earlier asks ("" when it stood alone).
+	Standalone string
 
 	cachedRewrites []LiteralRewrite
 }
@@ -224,6 +231,9 @@ type ask struct {
 	exec    Executor // req.Exec, one statement at a time
 	in      GenInput // prompt material, fixed once the schema is selected
 	view    modelView
+	// asked and standalone: the question as asked and as understood, when
+	// followUp rewrote it (a.req.Question is then the standalone one).
+	asked, standalone string
 	cands   []*Candidate
 }
 
@@ -256,6 +266,8 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	res.Trace = a.trace
 	res.Role = a.role()
 	res.Profile = prof.Name
+	res.Standalone = a.standalone
+	e.remember(a, res)
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
 		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),
 		zap.String("sql", e.Redact.SQL(res.SQL())), zap.Float64("confidence", res.Confidence), zap.Object("trace", logTrace{a.trace, e.Redact}))
@@ -280,10 +292,17 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if err := e.inspectSession(ctx, a); err != nil {
 		return nil, err
 	}
+	if err := e.followUp(ctx, a); err != nil {
+		return nil, err
+	}
 
 	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint,
 		Role: a.sess.role, Session: a.sess.key(), Profile: a.profile.Name}
-	if t, ok := e.Cache.Get(key); ok {
+	cache := e.Cache
+	if a.asked != "" {
+		cache = nil // a follow-up's reading is this session's own
+	}
+	if t, ok := cache.Get(key); ok {
 		// A cached translation is checked and sealed again: the guard's
 		// verdict depends on today's functions and views, not the day it
 		// was cached.
@@ -335,7 +354,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
+	cache.Put(key, Translation{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
 	return res, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -24,6 +25,9 @@ type TranslateRequest struct {
 	// ClientEncoding is the session's client_encoding ("" until reported).
 	ClientEncoding string
 	Exec           Executor // runs sealed statements on this client's own upstream session
+	// Conversation is this session's recent asks, for follow-up questions:
+	// the session's own, emptied by DISCARD ALL and gone with the session.
+	Conversation *conversation.History
 }
 
 // Translation is the engine's answer.

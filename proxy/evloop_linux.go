@@ -670,7 +670,7 @@ func (l *eventLoop) serverMsg(ls *loopSess, typ byte, n int, b []byte) (ok, wait
 			s.noteParameter(b[5 : 5+n])
 		}
 	case 'C':
-		if s.srv.OnDDL != nil && n <= 256 {
+		if s.srv.watchTags() && n <= 256 {
 			if len(b) < 5+n {
 				return true, true
 			}

@@ -358,5 +358,6 @@ func (s *session) translate(m Marker) (Translation, error) {
 	defer s.sh.endTranslation()
 	return s.srv.Translator.Translate(ctx, TranslateRequest{
 		Marker: m, Database: s.database, User: s.user, TxStatus: tx, ClientEncoding: s.encoding(), Exec: &executor{s: s},
+		Conversation: &s.conv,
 	})
 }

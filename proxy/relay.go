@@ -122,7 +122,7 @@ func (s *session) serverLoop() {
 			}
 			continue
 		case 'C':
-			if s.srv.OnDDL != nil && n <= 256 {
+			if s.srv.watchTags() && n <= 256 {
 				if b, err := s.sv.ur.Peek(5 + n); err == nil {
 					s.noteTag(b[5:])
 				}
@@ -139,7 +139,7 @@ func (s *session) serverLoop() {
 // at the start of the upstream read buffer, and how many messages it holds.
 func (s *session) plainSpan() (span, msgs int) {
 	buf, _ := s.sv.ur.Peek(s.sv.ur.Buffered())
-	ddl := s.srv.OnDDL != nil
+	ddl := s.srv.watchTags()
 	off := 0
 	for off+5 <= len(buf) {
 		switch buf[off] {
@@ -218,8 +218,21 @@ func (s *session) noteReady(status byte) bool {
 	return s.sh.noteReady(status, failed)
 }
 
+// watchTags: command tags are read when DDL refreshes the catalog or a
+// session may hold a conversation (DISCARD ALL empties it).
+func (srv *Server) watchTags() bool { return srv.OnDDL != nil || srv.Translator != nil }
+
+// noteTag acts on a CommandComplete tag: DDL refreshes the catalog, DISCARD
+// ALL forgets the session's conversation, whichever relay saw it.
 func (s *session) noteTag(tag []byte) {
 	tag = bytes.TrimRight(tag, "\x00")
+	if string(tag) == "DISCARD ALL" {
+		s.conv.Reset()
+		return
+	}
+	if s.srv.OnDDL == nil {
+		return
+	}
 	for _, p := range []string{"CREATE ", "ALTER ", "DROP ", "COMMENT"} {
 		if bytes.HasPrefix(tag, []byte(p)) {
 			go s.srv.OnDDL(s.database, string(tag))

@@ -184,7 +184,7 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 	case actRelay, actRelayBody:
 		if typ == 'C' && n <= 256 {
 			if b, err := s.sv.ur.Peek(5 + n); err == nil {
-				if s.srv.OnDDL != nil {
+				if s.srv.watchTags() {
 					s.noteTag(b[5:])
 				}
 				s.noteDiscard(b[5:])

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -72,6 +73,9 @@ type session struct {
 	cw  clientWriter
 
 	replies replyQueue // what to do with the replies to each message sent upstream
+	// conv is the session's recent asks (follow-up questions); reset when
+	// the server reports DISCARD ALL (noteTag), dropped with the session.
+	conv conversation.History
 	execMu  sync.Mutex // one trial run at a time on the session (executor.go)
 }
 

@@ -59,7 +59,13 @@ var (
 // stages (stage, ms, llm_calls, prompt_tokens, completion_tokens, note);
 // literals is a JSON array of the literals literal correction changed
 // (table, column, from, to, kind), NULL when none.
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals"}
+// understood_as is the standalone question a follow-up was read as, NULL
+// when the question stood alone.
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as"}
+
+// ProfileNew is the marker's word that starts the session's conversation
+// again: `ask(new): …` forgets the earlier asks before answering.
+const ProfileNew = "new"
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
@@ -75,6 +81,12 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if req.Marker.Profile == ProfileAll {
 		return t.translateAll(ctx, req)
 	}
+	profile := req.Marker.Profile
+	if profile == ProfileNew {
+		// ask(new): the conversation starts again with this question.
+		req.Conversation.Reset()
+		profile = ""
+	}
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,
@@ -82,7 +94,8 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		User:     req.User,
 		TxStatus: engine.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
-		Profile:  req.Marker.Profile,
+		Profile:  profile,
+		History:  req.Conversation,
 	})
 	if err != nil {
 		// What the failed ask did (stages, model calls, candidates) still
@@ -104,7 +117,10 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		row := []*string{
 			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
 			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
-			str(res.Profile), nil, str(traceJSON(res.Trace)), nil,
+			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil,
+		}
+		if res.Standalone != "" {
+			row[10] = str(res.Standalone)
 		}
 		if rw := res.Rewrites(); len(rw) > 0 {
 			b, err := json.Marshal(rw)
@@ -183,6 +199,9 @@ func str(s string) *string { return &s }
 // engine had several readings, its confidence and the others.
 func notice(res *engine.Result, shown string) string {
 	n := "nlproxy: " + shown
+	if res.Standalone != "" {
+		n = "nlproxy: understood as: " + res.Standalone + "\n" + shown
+	}
 	if res.Confidence >= 0 {
 		n += "\n(profile " + res.Profile + ", confidence " + engine.FormatConfidence(res.Confidence) + ")"
 	}
