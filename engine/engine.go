@@ -234,7 +234,7 @@ type ask struct {
 	// asked and standalone: the question as asked and as understood, when
 	// followUp rewrote it (a.req.Question is then the standalone one).
 	asked, standalone string
-	cands   []*Candidate
+	cands             []*Candidate
 }
 
 // Translate runs the pipeline for one question.

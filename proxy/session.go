@@ -75,8 +75,8 @@ type session struct {
 	replies replyQueue // what to do with the replies to each message sent upstream
 	// conv is the session's recent asks (follow-up questions); reset when
 	// the server reports DISCARD ALL (noteTag), dropped with the session.
-	conv conversation.History
-	execMu  sync.Mutex // one trial run at a time on the session (executor.go)
+	conv   conversation.History
+	execMu sync.Mutex // one trial run at a time on the session (executor.go)
 }
 
 // clientSide is the state of the client → upstream direction: read the
