@@ -79,39 +79,43 @@ func (e *Engine) remember(a *ask, res *Result) {
 	a.req.History.Add(t)
 }
 
-// referring are words by which a question points at an earlier one.
-var referring = map[string]bool{
-	"it": true, "its": true, "they": true, "them": true, "their": true, "theirs": true, "those": true, "these": true,
-	"that": true, "this": true, "same": true, "also": true, "too": true, "instead": true, "above": true, "previous": true,
-	"earlier": true, "again": true, "he": true, "she": true, "his": true, "her": true, "him": true, "ones": true,
-	"one's": true, "former": true, "latter": true, "rest": true, "others": true, "else": true,
-}
+// backward are words that point at an earlier question wherever they
+// stand; pointing are words that do so in a short question ("and their
+// cities?"), while a long one usually names what they refer to itself.
+var (
+	backward = map[string]bool{"same": true, "previous": true, "earlier": true, "instead": true,
+		"again": true, "former": true, "latter": true, "else": true}
+	pointing = map[string]bool{"it": true, "its": true, "they": true, "them": true, "their": true, "theirs": true,
+		"those": true, "these": true, "that": true, "this": true, "he": true, "she": true, "his": true, "her": true,
+		"him": true, "also": true, "too": true, "ones": true, "others": true, "rest": true}
+)
 
 // leading are first words that continue an earlier question.
 var leading = map[string]bool{
 	"and": true, "but": true, "only": true, "now": true, "then": true, "just": true, "except": true, "excluding": true,
-	"including": true, "sorted": true, "sort": true, "order": true, "by": true, "per": true, "for": true, "in": true,
-	"with": true, "without": true, "what": false, "how": false, "or": true, "plus": true, "same": true, "more": true,
-	"less": true, "fewer": true, "top": false, "limit": true, "group": true, "broken": true,
+	"including": true, "sorted": true, "sort": true, "order": true, "by": true, "per": true,
+	"with": true, "without": true, "or": true, "plus": true, "same": true, "limit": true, "group": true, "broken": true,
 }
 
+// shortQuestion is the most words a question has whose pointing words are
+// taken to refer back.
+const shortQuestion = 8
+
 // StandsAlone reports whether a question clearly needs no earlier one: no
-// word pointing back ("their", "those", "same"), no opening that continues
-// ("and …", "only …", "what about …"), and long enough to say what it asks.
-// When in doubt it says no, and the model decides.
+// opening that continues ("and …", "only …", "what about …"), no word that
+// points back ("same", "instead"), no pronoun in a short question ("and
+// their cities?"), and at least four words. When in doubt it says no, and
+// the model decides (it returns a standalone question unchanged).
 func StandsAlone(q string) bool {
 	words := strings.FieldsFunc(strings.ToLower(q), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\'' })
-	if len(words) < 4 {
-		return false
-	}
-	if leading[words[0]] {
+	if len(words) < 4 || leading[words[0]] {
 		return false
 	}
 	if (words[0] == "what" || words[0] == "how") && words[1] == "about" {
 		return false
 	}
 	for _, w := range words {
-		if referring[w] {
+		if backward[w] || (pointing[w] && len(words) <= shortQuestion) {
 			return false
 		}
 	}
