@@ -73,6 +73,9 @@ type Engine struct {
 	Profiles         map[string]*Profile
 	DefaultProfile   string
 	DatabaseProfiles map[string]string
+	// Verified are the operator's verified queries (nil: none): a close
+	// match answers the ask with its SQL, a near miss is a strong example.
+	Verified VerifiedQueries
 	// Pairs remembers question→SQL pairs per database for few-shot examples
 	// (nil: in this process only).
 	Pairs PairStore
@@ -96,7 +99,8 @@ type Engine struct {
 	lex      lexicons
 	// synthesized holds the workload queries (database, fingerprint)
 	// already turned into pairs or tried: once each, not once per ask.
-	synthesized tried
+	synthesized  tried
+	verifiedUses verifiedUses
 }
 
 // Request is one question.
@@ -140,6 +144,9 @@ type Result struct {
 	// Standalone is the question as the engine understood it when it was
 	// a follow-up of the session's earlier asks ("" when it stood alone).
 	Standalone string
+	// Verified names the verified query that answered the ask ("" when the
+	// SQL was generated).
+	Verified string
 
 	cachedRewrites []LiteralRewrite
 }
@@ -234,7 +241,10 @@ type ask struct {
 	// asked and standalone: the question as asked and as understood, when
 	// followUp rewrote it (a.req.Question is then the standalone one).
 	asked, standalone string
-	cands             []*Candidate
+	// verifiedExample is a verified query the ask nearly matched, shown to
+	// the model first.
+	verifiedExample *prompts.Example
+	cands           []*Candidate
 }
 
 // Translate runs the pipeline for one question.
@@ -296,6 +306,22 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return nil, err
 	}
 
+	if e.Verified != nil {
+		// Verified queries come before the cache: an entry added since an
+		// answer was cached answers from then on.
+		a.schema0 = snap.Schema
+		if !e.AllSchema {
+			if err := e.restrictToRole(ctx, a); err != nil {
+				return nil, err
+			}
+		} else {
+			a.schema0 = withoutSecuredExamples(snap.Schema, a.sess.secured)
+		}
+		if res, ok := e.tryVerified(ctx, a); ok {
+			return res, nil
+		}
+	}
+
 	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint,
 		Role: a.sess.role, Session: a.sess.key(), Profile: a.profile.Name}
 	cache := e.Cache
@@ -341,7 +367,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		Schema:       a.schema,
 		Values:       a.view.values(promptValues(a.values)),
 		Descriptions: promptDescriptions(a.descs),
-		Examples:     a.view.examples(e.examples(ctx, a)),
+		Examples:     a.view.examples(e.withVerified(a, e.examples(ctx, a))),
 		Queries:      a.queries,
 		Guard:        e.guardOptions(a),
 		view:         a.view,

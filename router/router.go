@@ -61,7 +61,9 @@ var (
 // (table, column, from, to, kind), NULL when none.
 // understood_as is the standalone question a follow-up was read as, NULL
 // when the question stood alone.
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as"}
+// verified names the verified query that answered, NULL when the SQL was
+// generated.
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as", "verified"}
 
 // ProfileNew is the marker's word that starts the session's conversation
 // again: `ask(new): …` forgets the earlier asks before answering.
@@ -117,7 +119,10 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		row := []*string{
 			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
 			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
-			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil,
+			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil, nil,
+		}
+		if res.Verified != "" {
+			row[11] = str(res.Verified)
 		}
 		if res.Standalone != "" {
 			row[10] = str(res.Standalone)
@@ -199,8 +204,11 @@ func str(s string) *string { return &s }
 // engine had several readings, its confidence and the others.
 func notice(res *engine.Result, shown string) string {
 	n := "nlproxy: " + shown
+	if res.Verified != "" {
+		n = "nlproxy: verified: " + res.Verified + "\n" + shown
+	}
 	if res.Standalone != "" {
-		n = "nlproxy: understood as: " + res.Standalone + "\n" + shown
+		n = "nlproxy: understood as: " + res.Standalone + "\n" + strings.TrimPrefix(n, "nlproxy: ")
 	}
 	if res.Confidence >= 0 {
 		n += "\n(profile " + res.Profile + ", confidence " + engine.FormatConfidence(res.Confidence) + ")"

@@ -101,6 +101,8 @@ type EngineConfig struct {
 	// Examples is a file of operator question→SQL pairs (YAML list of
 	// {database, question, sql}) shown to the model as few-shot examples.
 	Examples string
+	// Verified is a file of verified queries (catalog/verified).
+	Verified string
 	// AskAll configures questions across databases (askall.go).
 	AskAll AskAllConfig
 	// Optimize tunes optimize: and the max profile's optimizer stage.

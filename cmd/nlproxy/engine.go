@@ -12,6 +12,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
@@ -146,6 +147,13 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		// Remembered pairs are then ranked by meaning (a catalog store,
 		// when configured, takes their place with its own embeddings).
 		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, ec.EmbedModel)}
+	}
+	if ec.Verified != "" {
+		es, err := verified.Read(ec.Verified)
+		if err != nil {
+			return nil, err
+		}
+		eng.Verified = verified.List(es)
 	}
 	// The max profile's last stage, as configured.
 	stage := ec.Optimize.optimizer()
