@@ -65,6 +65,9 @@ type Result struct {
 	Turn         int    `json:"turn,omitempty"`
 	Standalone   string `json:"standalone,omitempty"`
 	Understood   string `json:"understood_as,omitempty"`
+	// Verified names the verified query that answered ("" when the SQL was
+	// generated).
+	Verified string `json:"verified,omitempty"`
 }
 
 // Rewrite is one literal the engine changed to a stored value.

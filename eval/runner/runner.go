@@ -363,6 +363,9 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 	if v := cols["understood_as"]; v != nil {
 		res.Understood = *v
 	}
+	if v := cols["verified"]; v != nil {
+		res.Verified = *v
+	}
 	if v := cols["literals"]; v != nil {
 		if err := json.Unmarshal([]byte(*v), &res.Rewrites); err != nil {
 			*res = fail(*res, "ask", fmt.Errorf("ask-sql's literals column: %w", err))

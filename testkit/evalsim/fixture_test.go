@@ -40,6 +40,8 @@ type fixture struct {
 	// default); fake is the fake Ollama the last proxy talks to.
 	modelData engine.ModelData
 	fake      *fakeollama.Server
+	// verified are the next proxies' verified queries (nil: none).
+	verified engine.VerifiedQueries
 }
 
 func datasetDir(t *testing.T) string {
@@ -79,7 +81,13 @@ func (f *fixture) direct(ctx context.Context, db string) (*pgx.Conn, error) {
 // the runner.
 func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim, w engine.Workload) func(ctx context.Context, db string) (*pgx.Conn, error) {
 	t.Helper()
-	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: sim.Rule()})
+	return f.proxyWith(t, sim.Rule(), w)
+}
+
+// proxyWith is proxyFor with the fake model answering by rule.
+func (f *fixture) proxyWith(t *testing.T, rule *fakeollama.Rule, w engine.Workload) func(ctx context.Context, db string) (*pgx.Conn, error) {
+	t.Helper()
+	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: rule})
 	f.fake = fake
 	client, err := llm.New(llm.Config{
 		Host:        fake.URL(),
@@ -90,7 +98,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim, w engine.Workload) fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop(), Workload: w, ModelData: f.modelData}
+	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop(), Workload: w, ModelData: f.modelData, Verified: f.verified}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: router.Translator{Engine: eng, StatementTimeout: 30 * time.Second},
