@@ -227,14 +227,14 @@ var stop = map[string]bool{
 	"a": true, "an": true, "the": true, "of": true, "in": true, "on": true, "at": true, "to": true, "for": true,
 	"is": true, "are": true, "was": true, "were": true, "be": true, "do": true, "does": true, "did": true,
 	"what": true, "which": true, "who": true, "show": true, "me": true, "list": true, "give": true, "tell": true,
-	"there": true, "please": true, "and": true, "with": true, "by": true, "from": true, "i": true, "we": true,
+	"there": true, "please": true, "and": true, "with": true, "from": true, "i": true, "we": true,
 	"our": true, "all": true, "get": true, "find": true, "return": true, "have": true, "has": true, "it": true,
 	"that": true, "this": true, "those": true, "these": true, "their": true, "its": true, "as": true,
 }
 
 // synonyms fold words people use for the same thing.
 var synonyms = map[string]string{
-	"number": "count", "many": "count", "how": "", "amount": "count", "per": "each", "every": "each",
+	"number": "count", "many": "count", "how": "", "amount": "count", "per": "each", "every": "each", "by": "each",
 	"total": "sum", "average": "avg", "mean": "avg", "biggest": "most", "largest": "most", "highest": "most",
 	"top": "most", "greatest": "most", "smallest": "least", "lowest": "least", "fewest": "least",
 }
