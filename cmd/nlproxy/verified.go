@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"flag"
-	"io/fs"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -98,8 +98,9 @@ func runVerified(args []string, stdout, stderr io.Writer) error {
 		}
 		e.Params = append(e.Params, verified.Param{Name: name, Column: col})
 	}
-	// The SQL must be one read-only statement the guard accepts (the
-	// database's functions are judged again when it answers).
+	// The SQL must be one read-only statement the guard accepts. Functions
+	// are judged when it answers, with the database's function catalog:
+	// here every name passes.
 	bound := map[string]string{}
 	for _, p := range e.Params {
 		bound[p.Name] = "x"
@@ -108,7 +109,7 @@ func runVerified(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := guard.Check(sql, guard.Options{}); err != nil {
+	if _, err := guard.Check(sql, guard.Options{AllowFunctions: []string{"*"}}); err != nil {
 		return fmt.Errorf("verified add: %s: %w", e.Name, err)
 	}
 	es = append(es, e)
