@@ -12,6 +12,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/semantic"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/engine"
@@ -124,6 +125,13 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	modelData, err := engine.ParseModelData(ec.ModelData)
 	if err != nil {
 		return nil, fmt.Errorf("--model-data: %w", err)
+	}
+	for _, f := range ec.SemanticModels {
+		l, err := semantic.ReadDBT(f)
+		if err != nil {
+			return nil, err
+		}
+		mgr.Glossary = append(mgr.Glossary, l.Docs()...)
 	}
 	eng := &engine.Engine{
 		LLM:                 client,
