@@ -147,6 +147,10 @@ type Result struct {
 	// Verified names the verified query that answered the ask ("" when the
 	// SQL was generated).
 	Verified string
+	// Names resolves names as the asking session did when this ask probed
+	// it, for sealing SQL around the answer (the table-function form)
+	// without probing the session a second time.
+	Names guard.Names
 
 	cachedRewrites []LiteralRewrite
 }
@@ -277,6 +281,9 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	res.Role = a.role()
 	res.Profile = prof.Name
 	res.Standalone = a.standalone
+	if a.sess != nil {
+		res.Names = a.sess.names
+	}
 	e.remember(a, res)
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
 		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),

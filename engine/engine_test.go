@@ -239,6 +239,13 @@ func TestTranslateCacheAndFailures(t *testing.T) {
 	if after := len(f.fake.Requests()); after != before || !second.Cached || second.SQL() != first.SQL() {
 		t.Fatalf("cache miss: requests %d → %d, cached=%v, %q vs %q", before, after, second.Cached, first.SQL(), second.SQL())
 	}
+	// Answered or cached, the result carries the session's resolution as
+	// the ask probed it (the table-function form seals with it).
+	for _, r := range []*Result{first, second} {
+		if r.Names == nil || r.Names.Relation("stores") == "" || r.Names.Relation("stores") == "pg_catalog" {
+			t.Fatalf("result (cached %v) does not carry the session's names: %v", r.Cached, r.Names)
+		}
+	}
 
 	t.Run("ask timeout", func(t *testing.T) {
 		slow := f.engine(t)

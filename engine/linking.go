@@ -35,6 +35,10 @@ type lexicon struct {
 	// schemas counts the schemas; schemasTokens is the cost of one summary
 	// line for each.
 	schemas, schemasTokens int
+	// unsplit holds the long name terms no vocabulary word split, by
+	// "p"+their first and "s"+their last four bytes: the question's words
+	// split them per ask (withQuestionWords).
+	unsplit map[string][]string
 }
 
 type namedJoin struct {
@@ -110,8 +114,8 @@ func sharedPrefixes(names [][]string) map[string]bool {
 }
 
 // segment splits a run-together identifier part ("paperkeyphrase") into
-// the fewest words of vocab, each of 3+ letters or "id", when there is such
-// a split into two or more; otherwise it returns nil.
+// the fewest words of vocab, each of 3+ letters or one of shortParts, when
+// there is such a split into two or more; otherwise it returns nil.
 func segment(w string, vocab map[string]bool) []string {
 	n := len(w)
 	if n < 5 || n > 40 {
@@ -126,7 +130,7 @@ func segment(w string, vocab map[string]bool) []string {
 				continue
 			}
 			p := w[j:i]
-			if (len(p) >= 3 || p == "id") && vocab[p] && (best[i] < 0 || best[j]+1 < best[i]) {
+			if (len(p) >= 3 || shortParts[p]) && vocab[p] && (best[i] < 0 || best[j]+1 < best[i]) {
 				best[i], from[i] = best[j]+1, j
 			}
 		}
@@ -143,8 +147,9 @@ func segment(w string, vocab map[string]bool) []string {
 }
 
 // terms turns identifier parts into matching terms: stopwords dropped,
-// run-together parts split with the vocabulary (both kept), stemmed.
-func terms(parts []string, vocab map[string]bool) []string {
+// run-together parts split with the vocabulary (both kept), stemmed. A
+// long part the vocabulary cannot split is passed to unsplit (as a term).
+func terms(parts []string, vocab map[string]bool, unsplit func(string)) []string {
 	var out []string
 	add := func(p string) {
 		for _, t := range descindex.Tokenize(p) {
@@ -155,8 +160,17 @@ func terms(parts []string, vocab map[string]bool) []string {
 	}
 	for _, p := range parts {
 		add(p)
-		for _, s := range segment(p, vocab) {
+		if common[p] {
+			continue // a word as it is (record, not rec+ord)
+		}
+		seg := segment(p, vocab)
+		for _, s := range seg {
 			add(s)
+		}
+		if seg == nil && len(p) >= minUnsplit && unsplit != nil {
+			for _, t := range descindex.Tokenize(p) {
+				unsplit(t)
+			}
 		}
 	}
 	return out
@@ -177,7 +191,8 @@ func keyLike(name string) bool {
 func buildLexicon(s *catalog.Schema) *lexicon {
 	lx := &lexicon{index: make(map[string]int, len(s.Tables)), idf: map[string]float64{}}
 	// The vocabulary run-together names are split with: every identifier
-	// part and comment word of the schema.
+	// part and comment word of the schema, the built-in common words and
+	// abbreviations, and (below) what learnt prefixes leave.
 	vocab := map[string]bool{}
 	nsTables := map[string][][]string{}
 	nsCols := map[string][][]string{}
@@ -205,6 +220,12 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 			}
 		}
 	}
+	for _, w := range commonWords {
+		vocab[w] = true
+	}
+	for a := range abbreviations {
+		vocab[a] = true
+	}
 	tablePrefix := map[string]map[string]bool{}
 	colPrefix := map[string]map[string]bool{}
 	for ns := range nsTables {
@@ -217,26 +238,78 @@ func buildLexicon(s *catalog.Schema) *lexicon {
 		}
 		return parts
 	}
+	// Prefixes glued on without a separator or case change (rsrestaurant,
+	// rsfoodtype): per schema for tables and columns, per table for its
+	// columns (custid, custname). Learnt after the separated ones.
+	firsts := func(names [][]string) []string {
+		out := make([]string, 0, len(names))
+		for _, p := range names {
+			if len(p) > 0 {
+				out = append(out, p[0])
+			}
+		}
+		return out
+	}
+	gluedTable, gluedCol := map[string]string{}, map[string]string{}
+	for ns := range nsTables {
+		var ts, cs [][]string
+		for _, p := range nsTables[ns] {
+			ts = append(ts, strip(p, tablePrefix[ns]))
+		}
+		for _, p := range nsCols[ns] {
+			cs = append(cs, strip(p, colPrefix[ns]))
+		}
+		gluedTable[ns] = gluedPrefix(firsts(ts), vocab)
+		gluedCol[ns] = gluedPrefix(firsts(cs), vocab)
+	}
+	tableName := make([][]string, len(s.Tables))
+	colName := make([][][]string, len(s.Tables))
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		tableName[i] = dropGlued(strip(tableParts[i], tablePrefix[t.Schema]), gluedTable[t.Schema])
+		// Column prefixes shared within the table (cust_id, cust_name) are
+		// learnt per table, those shared across the schema per schema.
+		own := sharedPrefixes(colParts[i])
+		cols := make([][]string, len(t.Columns))
+		for j := range t.Columns {
+			cols[j] = dropGlued(strip(strip(colParts[i][j], own), colPrefix[t.Schema]), gluedCol[t.Schema])
+		}
+		ownGlued := gluedPrefix(firsts(cols), vocab)
+		for j := range cols {
+			cols[j] = dropGlued(cols[j], ownGlued)
+		}
+		colName[i] = cols
+	}
+	// What the prefixes left are words of the schema too (keyphrase of
+	// sckeyphrase splits scpaperkeyphrase).
+	for i := range s.Tables {
+		for _, p := range tableName[i] {
+			vocab[p] = true
+		}
+		for _, c := range colName[i] {
+			for _, p := range c {
+				vocab[p] = true
+			}
+		}
+	}
 	df := map[string]int{}
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		lt := lexTable{key: t.Schema + "." + t.Name, ns: t.Schema, comment: map[string]bool{}, keys: map[string]bool{}}
-		lt.name = terms(strip(tableParts[i], tablePrefix[t.Schema]), vocab)
-		// Column prefixes shared within the table (cust_id, cust_name) are
-		// learnt per table, those shared across the schema per schema.
-		own := sharedPrefixes(colParts[i])
 		for j := range t.Columns {
 			c := &t.Columns[j]
-			parts := strip(strip(colParts[i][j], own), colPrefix[t.Schema])
-			lc := lexColumn{name: c.Name, terms: terms(parts, vocab), comment: descindex.Tokenize(c.Comment)}
+			cm := descindex.Tokenize(c.Comment)
+			lc := lexColumn{name: c.Name, terms: expand(terms(colName[i][j], vocab, lx.addUnsplit), cm), comment: cm}
 			for _, w := range lc.comment {
 				lt.comment[w] = true
 			}
 			lt.cols = append(lt.cols, lc)
 		}
-		for _, w := range descindex.Tokenize(t.Comment) {
+		tc := descindex.Tokenize(t.Comment)
+		for _, w := range tc {
 			lt.comment[w] = true
 		}
+		lt.name = expand(terms(tableName[i], vocab, lx.addUnsplit), tc)
 		for _, c := range t.PrimaryKey {
 			lt.keys[c] = true
 		}
@@ -357,6 +430,9 @@ func questionTerms(question string, keywords []string) map[string]bool {
 	text := question + " " + strings.Join(keywords, " ")
 	for _, t := range descindex.Tokenize(text) {
 		q[t] = true
+		if sg, ok := irregular[t]; ok {
+			q[sg] = true
+		}
 	}
 	// Two words written apart that a schema writes as one ("check-ins" for
 	// checkin, "zip code" for zipcode).

@@ -43,7 +43,7 @@ func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
 	// An unusable answer, or a spent budget, degrades a step to its input.
 	degraded := func(err error) bool { return errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) }
 	lx := e.lex.get(a.schema0).withLearnedJoins(a.learned)
-	q := questionTerms(a.req.Question, a.keywords)
+	q := lx.withQuestionWords(questionTerms(a.req.Question, a.keywords))
 	sc := lx.tableScores(q, a.values, a.descs)
 	cands := lx.rank(sc, q, a.values, a.descs)
 	if len(cands) == 0 {

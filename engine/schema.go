@@ -32,7 +32,7 @@ func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 		opts.SearchPath = a.sess.searchPath
 	}
 	lx := e.lex.get(a.schema0).withLearnedJoins(a.learned)
-	q := questionTerms(a.req.Question, a.keywords)
+	q := lx.withQuestionWords(questionTerms(a.req.Question, a.keywords))
 	// Join paths under the schema: the workload's, then those inferred
 	// from names (declared keys are in the tables themselves).
 	withJoins := func(text string, shown, relevant []int) string {

@@ -45,7 +45,13 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 
 	inner := req
 	inner.Marker.Statement = ""
-	tr, err := t.Translate(ctx, inner)
+	var tr proxy.Translation
+	var names guard.Names
+	if inner.Marker.Kind == proxy.MarkerOptimize || inner.Marker.Profile == ProfileAll {
+		tr, err = t.Translate(ctx, inner)
+	} else {
+		tr, names, err = t.translateOne(ctx, inner)
+	}
 	if err != nil {
 		return tr, err
 	}
@@ -58,13 +64,17 @@ func (t Translator) embedded(ctx context.Context, req proxy.TranslateRequest) (p
 	if err != nil {
 		return proxy.Translation{Report: tr.Report}, embedError(err)
 	}
-	if t.Engine != nil && t.Engine.Catalogs != nil {
-		// The SQL around the call is sealed with its names qualified as the
-		// asking session resolves them, like generated SQL.
-		names, err := t.Engine.SessionNames(ctx, req.Database, req.Exec)
+	// The SQL around the call is sealed with its names qualified as the
+	// asking session resolves them, like generated SQL: as the engine's
+	// probe of this ask read them, or, when the ask did not probe the
+	// session (ask(all), optimize), read now.
+	if names == nil && t.Engine != nil && t.Engine.Catalogs != nil {
+		names, err = t.Engine.SessionNames(ctx, req.Database, req.Exec)
 		if err != nil {
 			return proxy.Translation{Report: tr.Report}, pg.ErrorFor(t.Engine.Classify(ctx, err))
 		}
+	}
+	if names != nil {
 		opts.Names = names
 	}
 	stmt, err := guard.Seal(text, opts)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/askreport"
 	"strconv"
 	"strings"
@@ -83,6 +84,14 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 	if req.Marker.Profile == ProfileAll {
 		return t.translateAll(ctx, req)
 	}
+	tr, _, err := t.translateOne(ctx, req)
+	return tr, err
+}
+
+// translateOne answers one question of one database; it also returns how
+// the asking session resolved names when the engine probed it (nil when
+// it did not answer).
+func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, guard.Names, error) {
 	profile := req.Marker.Profile
 	if profile == ProfileNew {
 		// ask(new): the conversation starts again with this question.
@@ -104,9 +113,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		// reaches the audit log, the metrics and the admin page.
 		var f *engine.Failed
 		if errors.As(err, &f) {
-			return proxy.Translation{Report: failedReport(f)}, pg.ErrorFor(err)
+			return proxy.Translation{Report: failedReport(f)}, nil, pg.ErrorFor(err)
 		}
-		return proxy.Translation{}, pg.ErrorFor(err)
+		return proxy.Translation{}, nil, pg.ErrorFor(err)
 	}
 	// People see the SQL as written; in a client encoding other than UTF-8
 	// they see the sealed text, which is ASCII and so exact there too.
@@ -136,9 +145,9 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 		if res.Confidence >= 0 {
 			row[7] = str(engine.FormatConfidence(res.Confidence))
 		}
-		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, nil
+		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, res.Names, nil
 	}
-	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, nil
+	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, res.Names, nil
 }
 
 // MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker

@@ -137,10 +137,9 @@ const perturbedPerClass = 40
 // compareEmbeddings measures the same questions twice: snaps[0] built
 // lexically, snaps[1] with the embedder in its description index.
 func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dataset.Question, budgets []int, m *memoEmbedder, model string) (*embedReport, error) {
-	names := func(_, t string) string { return t }
 	er := &embedReport{Model: model, Perturbed: map[string][2]valuerecall.Result{}}
 	var err error
-	if er.Lexical, err = evaluate(ctx, lex, qs, budgets, nil, names); err != nil {
+	if er.Lexical, err = evaluate(ctx, lex, qs, budgets, nil, sameName); err != nil {
 		return nil, err
 	}
 	// Batched up front: the questions (remembered pairs) and the
@@ -159,7 +158,7 @@ func compareEmbeddings(ctx context.Context, lex, emb *catalog.Snapshot, qs []dat
 	embedValues := func(ctx context.Context, snap *catalog.Snapshot, keywords []string) []valueindex.Match {
 		return snap.Values.Lookup(ctx, keywords, valueindex.LookupOptions{Embedder: m})
 	}
-	if er.Embed, err = evaluateWith(ctx, emb, qs, budgets, nil, names, embedValues); err != nil {
+	if er.Embed, err = evaluateWith(ctx, emb, qs, budgets, nil, sameName, embedValues); err != nil {
 		return nil, err
 	}
 	er.ValueLexical = [2]int{er.Lexical.Rows[""].LiteralsFound, er.Lexical.Rows[""].Literals}

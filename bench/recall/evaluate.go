@@ -47,16 +47,19 @@ type litMiss struct {
 	DB, Question, Column, Value string
 }
 
+// naming maps a gold SQL's table (or column) name of a database to the
+// loaded one.
+type naming func(db, name string, column bool) string
+
 // evaluate runs the selection for every question at every budget, names
-// resolved on searchPath; names maps a gold SQL's table of a database to
-// the loaded table's name.
-func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string) (*report, error) {
+// resolved on searchPath and the gold SQL's names mapped by names.
+func evaluate(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names naming) (*report, error) {
 	return evaluateWith(ctx, snap, qs, budgets, searchPath, names, nil)
 }
 
 // evaluateWith is evaluate with the values scored taken from lookup(the
 // question's keywords) instead of what the engine's retrieval found (nil).
-func evaluateWith(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names func(db, table string) string,
+func evaluateWith(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Question, budgets []int, searchPath []string, names naming,
 	lookup func(context.Context, *catalog.Snapshot, []string) []valueindex.Match) (*report, error) {
 	e := &engine.Engine{}
 	rep := &report{Budgets: budgets, Tables: len(snap.Schema.Tables), Rows: map[string]*dbResult{}}
@@ -78,7 +81,7 @@ func evaluateWith(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Ques
 		}
 		for _, ts := range golds {
 			for i := range ts {
-				ts[i] = q.DB + "." + names(q.DB, ts[i])
+				ts[i] = q.DB + "." + names(q.DB, ts[i], false)
 			}
 		}
 		alts := compare.Alternatives(q.Gold)
@@ -116,6 +119,7 @@ func evaluateWith(ctx context.Context, snap *catalog.Snapshot, qs []dataset.Ques
 				values = lookup(ctx, snap, ch.Keywords)
 			}
 			for _, l := range lits {
+				l.Column = names(q.DB, l.Column, true)
 				if !textColumn(snap.Schema, q.DB, golds[0], l.Column) {
 					continue
 				}

@@ -20,18 +20,68 @@ import (
 // The harder benchmark (-hard) is the shape of a warehouse: the seven
 // sql-eval databases in one database, a schema each, every schema on the
 // search_path, beside distractor schemas whose tables compete with theirs
-// for the same words. Two question-bearing schemas carry learnt naming
-// styles (camelCase with a prefix, a snake_case prefix), and distractors
-// hold plain, prefixed and camelCase copies of sql-eval tables (their first
-// columns only, so that a question naming an attribute can tell them
-// apart), the business sample database and a synthetic wide schema.
-// Questions score only against their own schema; distractors bear none.
+// for the same words. Five question-bearing schemas carry naming styles met
+// in real schemas: camelCase with a prefix (quoted, so the case survives),
+// a snake_case prefix, a prefix glued on without separator or case change
+// on tables and columns (written unquoted, so PostgreSQL folds the names to
+// lower case: rsfoodtype), and abbreviated words (crs_offr). Distractors
+// hold plain, prefixed and camelCase copies of sql-eval tables, the
+// business sample database and a synthetic wide schema. Questions score
+// only against their own schema; distractors bear none.
 
-// renamed: question-bearing schemas whose tables are renamed after loading
-// (gold SQL names the original tables; scoring maps them).
-var renamed = map[string]func(string) string{
-	"restaurants": func(t string) string { return "rs" + upperFirst(t) }, // rsRestaurant
-	"yelp":        func(t string) string { return "yp_" + t },            // yp_business
+// A renaming rewrites a question-bearing schema's names after loading
+// (gold SQL names the original ones; scoring maps them).
+type renaming struct {
+	table  func(string) string
+	column func(string) string // nil: columns keep their names
+	// folded: the new names are written unquoted, as DDL written for
+	// another database is, and PostgreSQL stores them in lower case.
+	folded bool
+}
+
+var renamed = map[string]renaming{
+	"geography":   {table: func(t string) string { return "geo" + camel(t) }}, // geoBorderInfo
+	"yelp":        {table: func(t string) string { return "yp_" + t }},        // yp_business
+	"restaurants": {table: glued("rs"), column: glued("rs"), folded: true},    // rsRestaurant, rsFoodType → rsrestaurant, rsfoodtype
+	"scholar":     {table: glued("sc"), column: glued("sc"), folded: true},    // scPaperKeyphrase, scAuthorName → scpaperkeyphrase, scauthorname
+	"advising":    {table: abbreviated, column: abbreviated, folded: true},    // course_offering → crs_offr
+}
+
+// glued prefixes a name with p, its words run together in camelCase
+// (food_type → rsFoodType).
+func glued(p string) func(string) string {
+	return func(n string) string { return p + camel(n) }
+}
+
+func camel(n string) string {
+	var b strings.Builder
+	for _, w := range strings.Split(n, "_") {
+		b.WriteString(upperFirst(w))
+	}
+	return b.String()
+}
+
+// abbreviations are the word abbreviations of the abbreviated schema, as
+// they are commonly written in legacy schemas.
+var abbreviations = map[string]string{
+	"comment": "cmt", "instructor": "instr", "course": "crs", "offering": "offr", "prerequisite": "prereq",
+	"count": "cnt", "program": "prog", "requirement": "req", "semester": "sem", "student": "stu", "record": "rec",
+	"name": "nm", "department": "dept", "number": "nbr", "credits": "cred", "credit": "cred", "description": "descr",
+	"enrolled": "enrl", "total": "tot", "category": "cat", "section": "sect", "address": "addr", "additional": "addl",
+	"predicted": "pred", "graduation": "grad", "transfer": "xfer", "source": "src", "firstname": "fname",
+	"lastname": "lname", "text": "txt", "year": "yr", "semesters": "sems", "reviews": "revs",
+}
+
+// abbreviated writes each word of a snake_case name abbreviated when it
+// has a common abbreviation (course_offering → crs_offr).
+func abbreviated(n string) string {
+	ws := strings.Split(n, "_")
+	for i, w := range ws {
+		if a, ok := abbreviations[w]; ok {
+			ws[i] = a
+		}
+	}
+	return strings.Join(ws, "_")
 }
 
 // copies: distractor schema → its tables, copied from a sql-eval schema's
@@ -52,7 +102,9 @@ var copies = []struct {
 	{"mart", [][3]string{ // plain names competing with the renamed schemas
 		{"yelp", "business", "business"}, {"yelp", "review", "review"},
 		{"restaurants", "restaurant", "restaurant"}, {"restaurants", "location", "location"},
-		{"academic", "author", "author"},
+		{"academic", "author", "author"}, {"scholar", "paper", "paper"}, {"scholar", "venue", "venue"},
+		{"advising", "course", "course"}, {"advising", "student", "student"}, {"advising", "instructor", "instructor"},
+		{"geography", "state", "state"},
 	}},
 }
 
@@ -69,18 +121,32 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// goldName maps a gold SQL's table name of db to the loaded table's name.
-func goldName(db, table string) string {
-	if f := renamed[db]; f != nil {
-		return f(table)
+// goldName maps a gold SQL's table (or, column true, column) name of db to
+// the loaded one.
+func goldName(db, name string, column bool) string {
+	r, ok := renamed[db]
+	f := r.table
+	if column {
+		f = r.column
 	}
-	return table
+	if !ok || f == nil {
+		return name
+	}
+	if r.folded {
+		return strings.ToLower(f(name))
+	}
+	return f(name)
 }
+
+// sameName is the naming of the databases loaded as they are.
+func sameName(_, name string, _ bool) string { return name }
 
 // setupHard loads the harder benchmark's database into cluster c and
 // returns its snapshot, the answerable questions, and the search_path
-// (every schema: question-bearing ones first, then distractors).
-func setupHard(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, []string, error) {
+// (every schema: question-bearing ones first, then distractors). Without
+// comments, the renamed schemas' column comments are dropped: what their
+// names alone tell.
+func setupHard(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string, comments bool) (*catalog.Snapshot, []dataset.Question, []string, error) {
 	qs, dbs := questionsFor(ds, only)
 	if len(dbs) == 0 {
 		return nil, nil, nil, fmt.Errorf("no questions for databases %v", only)
@@ -124,15 +190,8 @@ func setupHard(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.
 		if !slices.Contains(load, db) {
 			continue
 		}
-		ts, err := tablesOf(ctx, conn, db)
-		if err != nil {
+		if err := rename(ctx, conn, db, renamed[db], comments); err != nil {
 			return nil, nil, nil, err
-		}
-		for _, t := range ts {
-			q := fmt.Sprintf("ALTER TABLE %s RENAME TO %s", pgx.Identifier{db, t}.Sanitize(), pgx.Identifier{renamed[db](t)}.Sanitize())
-			if _, err := conn.Exec(ctx, q); err != nil {
-				return nil, nil, nil, fmt.Errorf("rename %s.%s: %w", db, t, err)
-			}
 		}
 	}
 	for _, s := range []string{sampleSchema, wideName} {
@@ -206,6 +265,58 @@ func copySchema(ctx context.Context, conn *pgx.Conn, schema string, tables [][3]
 		}
 	}
 	return nil
+}
+
+// rename applies r to schema db's tables and columns; without comments it
+// drops the column comments too.
+func rename(ctx context.Context, conn *pgx.Conn, db string, r renaming, comments bool) error {
+	ts, err := tablesOf(ctx, conn, db)
+	if err != nil {
+		return err
+	}
+	// Written unquoted when folded, as the DDL of another database would
+	// be (the names are plain words: nothing to escape).
+	ident := func(n string) string {
+		if r.folded {
+			return n
+		}
+		return pgx.Identifier{n}.Sanitize()
+	}
+	for _, t := range ts {
+		cols, err := columnsOf(ctx, conn, db, t)
+		if err != nil {
+			return err
+		}
+		tbl := pgx.Identifier{db, t}.Sanitize()
+		var sql []string
+		for _, c := range cols {
+			if !comments {
+				sql = append(sql, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS NULL", tbl, pgx.Identifier{c}.Sanitize()))
+			}
+			if r.column != nil && goldName(db, c, true) != c {
+				sql = append(sql, fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", tbl, pgx.Identifier{c}.Sanitize(), ident(r.column(c))))
+			}
+		}
+		if goldName(db, t, false) != t {
+			sql = append(sql, fmt.Sprintf("ALTER TABLE %s RENAME TO %s", tbl, ident(r.table(t))))
+		}
+		if len(sql) == 0 {
+			continue
+		}
+		if _, err := conn.Exec(ctx, strings.Join(sql, "; ")); err != nil {
+			return fmt.Errorf("rename %s.%s: %w", db, t, err)
+		}
+	}
+	return nil
+}
+
+func columnsOf(ctx context.Context, conn *pgx.Conn, schema, table string) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT attname::text FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+		pgx.Identifier{schema, table}.Sanitize())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func tablesOf(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {

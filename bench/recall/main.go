@@ -43,6 +43,7 @@ func main() {
 	ollama := flag.String("ollama", envOr("NLPROXY_REAL_OLLAMA", "http://127.0.0.1:11434"), "model server for -embed-model (env NLPROXY_REAL_OLLAMA)")
 	api := flag.String("llm-api", "ollama", "API of the -ollama server: ollama or openai")
 	embedModel := flag.String("embed-model", os.Getenv("NLPROXY_REAL_EMBED_MODEL"), "embedding model: also measure every retrieval with it, beside the lexical path (env NLPROXY_REAL_EMBED_MODEL)")
+	comments := flag.Bool("comments", true, "with -hard: keep the renamed schemas' column comments (false: their names alone)")
 	hard := flag.Bool("hard", false, "the harder benchmark: every schema on the search_path beside distractor schemas (renamed, prefixed and camelCase copies, the sample and wide databases)")
 	flag.Parse()
 	bs, err := sqleval.Budgets(*budgets)
@@ -58,13 +59,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(context.Background(), *dir, only, bs, *hard, *verbose, *jsonOut); err != nil {
+	if err := run(context.Background(), *dir, only, bs, *hard, *comments, *verbose, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "recall:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, only []string, budgets []int, hard, verbose bool, jsonOut string) error {
+func run(ctx context.Context, dir string, only []string, budgets []int, hard, comments, verbose bool, jsonOut string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	ds, c, err := sqleval.Open(ctx, dir)
@@ -75,9 +76,9 @@ func run(ctx context.Context, dir string, only []string, budgets []int, hard, ve
 	var snap *catalog.Snapshot
 	var qs []dataset.Question
 	var path []string
-	names := func(_, t string) string { return t }
+	names := sameName
 	if hard {
-		snap, qs, path, err = setupHard(ctx, c, "sqleval_warehouse", ds, only)
+		snap, qs, path, err = setupHard(ctx, c, "sqleval_warehouse", ds, only, comments)
 		names = goldName
 	} else {
 		snap, qs, err = sqleval.Merged(ctx, c, "sqleval_merged", ds, only)
@@ -116,7 +117,7 @@ func runEmbed(ctx context.Context, dir string, only []string, budgets []int, hos
 	m, err := realEmbedder(ctx, host, api, model)
 	if err != nil {
 		fmt.Printf("embedding comparison skipped: no embedding model %q at %s (%v); lexical figures only\n\n", model, host, err)
-		return run(ctx, dir, only, budgets, false, false, jsonOut)
+		return run(ctx, dir, only, budgets, false, true, false, jsonOut)
 	}
 	ds, c, err := sqleval.Open(ctx, dir)
 	if err != nil {

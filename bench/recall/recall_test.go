@@ -74,7 +74,7 @@ func TestRecallPipeline(t *testing.T) {
 			t.Errorf("%s: the column descriptions were not loaded as comments", want)
 		}
 	}
-	rep, err := evaluate(ctx, snap, qs, []int{1000, 4000}, nil, func(_, t string) string { return t })
+	rep, err := evaluate(ctx, snap, qs, []int{1000, 4000}, nil, sameName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,21 +103,31 @@ func TestRecallHardSetup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, qs, path, err := setupHard(ctx, c, pgtest.UniqueName(t, "recallhard"), ds, []string{"restaurants"})
+	snap, qs, path, err := setupHard(ctx, c, pgtest.UniqueName(t, "recallhard"), ds, []string{"restaurants"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(qs) != 25 {
 		t.Fatalf("%d questions for restaurants, want 25", len(qs))
 	}
-	for _, want := range []string{"restaurants.rsRestaurant", "yelp.yp_business", "mart.restaurant", "sb.sbRestaurant",
-		"crm.crm_business", "sample.orders", "wide.w030"} {
+	for _, want := range []string{"restaurants.rsrestaurant", "yelp.yp_business", "geography.geoBorderInfo", "scholar.scpaperkeyphrase",
+		"advising.crs_offr", "advising.stu_rec", "mart.restaurant", "mart.course", "sb.sbRestaurant", "crm.crm_business", "sample.orders", "wide.w030"} {
 		if snap.Schema.Table(want) == nil {
 			t.Errorf("warehouse lacks %s", want)
 		}
 	}
 	if tb := snap.Schema.Table("restaurants.restaurant"); tb != nil {
 		t.Errorf("restaurants.restaurant was not renamed")
+	}
+	// Folded: written unquoted, the glued names lost their case.
+	if tb := snap.Schema.Table("restaurants.rsrestaurant"); tb == nil || tb.Column("rsfoodtype") == nil || tb.Column("rsfoodtype").Comment == "" {
+		t.Errorf("restaurants.rsrestaurant lacks its renamed, commented column rsfoodtype: %+v", tb)
+	}
+	if got := goldName("advising", "course_offering", false); got != "crs_offr" {
+		t.Errorf("advising.course_offering maps to %s", got)
+	}
+	if got := goldName("restaurants", "food_type", true); got != "rsfoodtype" {
+		t.Errorf("restaurants' food_type maps to %s", got)
 	}
 	if tb := snap.Schema.Table("mart.restaurant"); tb == nil || len(tb.Columns) != 5 || tb.Columns[0].Comment == "" {
 		t.Errorf("mart.restaurant is not a commented copy of restaurants.restaurant: %+v", tb)

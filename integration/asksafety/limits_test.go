@@ -54,16 +54,22 @@ func heapInUse() uint64 {
 }
 
 // TestMemoryBounded: an endless model answer and a 200 MB row in a trial run
-// end with a clear error, the proxy never holds them, and the session is
+// (two nested repeat() calls, each within the guard's size bound) end with a
+// clear error, the proxy never holds them, and the session is
 // still usable.
 func TestMemoryBounded(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	conn := f.askerConn(t, f.proxy)
+	// The limit under test is bytes, not time: a trial timeout that a loaded
+	// machine could reach first would turn 54000 into a fix round.
+	eng := f.engine(t, guard.Options{})
+	eng.TrialTimeout = 2 * time.Minute
+	_, addr := f.startProxy(t, eng, nil)
+	conn := f.askerConn(t, addr)
 	f.fake.SetRules(
 		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts"], "entities": []}`},
 		fakeollama.Rule{Name: "endless", PromptContains: []string{candidatePrompt, "never stops"}, Reply: strings.Repeat("SELECT balance FROM accounts UNION ALL ", 40), Fault: fakeollama.FaultEndless},
-		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT string_agg(repeat('x', 200), '') AS big FROM generate_series(1, 1000000)")},
+		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT repeat(repeat('x', 1000000), 200) AS big")},
 	)
 	const budget = 64 << 20 // far below either attack, far above an ask's own needs
 	for _, tc := range []struct {
@@ -78,7 +84,9 @@ func TestMemoryBounded(t *testing.T) {
 			_, err := conn.Exec(ctx, "-- ask: "+tc.question)
 			used := allocated() - before
 			if codeOf(err) != tc.code {
-				t.Fatalf("err = %v, want SQLSTATE %s", err, tc.code)
+				var pe *pgconn.PgError
+				_ = errors.As(err, &pe)
+				t.Fatalf("err = %v (%+v), want SQLSTATE %s", err, pe, tc.code)
 			}
 			t.Logf("%s: %v; %d KiB allocated during the ask", tc.question, err, used>>10)
 			if used > budget {
