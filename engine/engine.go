@@ -22,6 +22,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/semantic"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
@@ -73,6 +74,10 @@ type Engine struct {
 	Profiles         map[string]*Profile
 	DefaultProfile   string
 	DatabaseProfiles map[string]string
+	// SemanticJoins are the semantic layer's join paths ("schema.table.
+	// column" pairs, catalog/semantic), listed ahead of the workload's and
+	// the inferred ones wherever both tables exist.
+	SemanticJoins []semantic.Join
 	// Verified are the operator's verified queries (nil: none): a close
 	// match answers the ask with its SQL, a near miss is a strong example.
 	Verified VerifiedQueries
@@ -358,6 +363,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return nil, noTables(a, len(snap.Schema.Tables))
 	}
 	e.loadLearned(ctx, a)
+	e.addSemanticJoins(a)
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}

@@ -126,12 +126,14 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--model-data: %w", err)
 	}
+	var semanticJoins []semantic.Join
 	for _, f := range ec.SemanticModels {
 		l, err := semantic.ReadDBT(f)
 		if err != nil {
 			return nil, err
 		}
 		mgr.Glossary = append(mgr.Glossary, l.Docs()...)
+		semanticJoins = append(semanticJoins, l.Joins()...)
 	}
 	eng := &engine.Engine{
 		LLM:                 client,
@@ -143,6 +145,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialMaxBytes:       ec.TrialMaxBytes,
 		NoLiteralCorrection: ec.NoLiteralCorrection,
 		ModelData:           modelData,
+		SemanticJoins:       semanticJoins,
 		NumCtx:              ec.NumCtx,
 		Guard:               guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
 		Redact:              cfg.Ops.redaction(),
