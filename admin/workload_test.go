@@ -20,7 +20,7 @@ func TestWorkloadSection(t *testing.T) {
 		`SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.email = 'bob@example.com'`,
 		`SELEC nonsense`,
 	} {
-		c.Observe("shop", "analyst", []byte(sql))
+		c.Observe("shop", "analyst", 0, []byte(sql))
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -30,7 +30,7 @@ func TestWorkloadSection(t *testing.T) {
 	b := body(t, get(t, s.Handler(), "/", "Authorization", "Bearer tok"))
 	for _, want := range []string{
 		`id="workload"`, "captured 3", "unparsable 1", "learnt 2", "fingerprints stored 1",
-		"shop: 1 fingerprints", "analyst", "c.email = $1", "customers.id = orders.customer_id",
+		"shop: 1 fingerprints", "analyst", "t2.email = $1", "customers.id = orders.customer_id",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("page lacks %q", want)

@@ -450,7 +450,9 @@ func (e *Engine) examples(ctx context.Context, a *ask) []prompts.Example {
 
 // pairUsable: a pair is shown to the role that asked it (operator pairs to
 // everyone), and only when every table it reads is one the asker may read,
-// so an example never reveals a table the asker cannot see. A pair written
+// so an example never reveals a table the asker cannot see; a shared pair
+// that carries values is not shown to a role that row-level security
+// restricts on a table it reads. A pair written
 // from the workload is shown to every role, so it is held to the workload
 // queries' rule: its text names no column of its tables the asker may not
 // read either.
@@ -477,6 +479,17 @@ func (e *Engine) pairUsable(a *ask, p Pair) bool {
 			return false
 		}
 		tables = append(tables, t)
+	}
+	// A shared pair's values may come from rows row-level security hides
+	// from this asker: such a pair is shown only to roles that see every
+	// row of the tables it reads (its maker keeps it to itself when it
+	// knows; see synthesizePair).
+	if p.Role == "" && a.sess != nil && len(a.sess.secured) > 0 && carriesValues(p.SQL) {
+		for _, t := range tables {
+			if a.sess.secured[t.Schema+"."+t.Name] {
+				return false
+			}
+		}
 	}
 	if p.Source != PairWorkload {
 		return true

@@ -1,13 +1,16 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/catalog"
@@ -43,22 +46,31 @@ type ColumnRef struct {
 }
 
 // LearnedQuery is one normalised statement: every literal a parameter
-// ($1), so it holds no value anybody wrote.
+// ($1), so it holds no value anybody wrote, and every name it made up
+// (aliases) a neutral one (t1, c1, w1, win1).
 type LearnedQuery struct {
 	// Fingerprint identifies the statement's shape (pg_query's); "" when
 	// unknown (the SQL then stands for it).
 	Fingerprint string
 	SQL         string
-	Relations   []Relation  // the relations it reads
-	Filtered    []ColumnRef // the columns it filters by
-	Count       int         // how many times it ran
+	Relations   []Relation    // the relations it reads
+	Filtered    []ColumnRef   // the columns it filters by
+	Joins       []LearnedJoin // its join predicates (Count unused)
+	Count       int           // how many times it ran
+	Use
 }
+
+// Use is how many distinct roles and sessions taught something: learned
+// things rank by roles, then sessions, then Count, so that one role's
+// flood does not outrank what several roles use.
+type Use struct{ Roles, Sessions int }
 
 // LearnedJoin is a join predicate (Left = Right) and how many statements
 // used it.
 type LearnedJoin struct {
 	Left, Right ColumnRef
 	Count       int
+	Use
 }
 
 // LearnedColumn is a column statements filter, group or order by, and how
@@ -66,6 +78,12 @@ type LearnedJoin struct {
 type LearnedColumn struct {
 	Column ColumnRef
 	Uses   int
+	Use
+}
+
+// weigh orders two learned things heavier first: by Use, then count.
+func weigh(x Use, xn int, y Use, yn int) int {
+	return cmp.Or(cmp.Compare(y.Roles, x.Roles), cmp.Compare(y.Sessions, x.Sessions), cmp.Compare(yn, xn))
 }
 
 // learned is a Learned resolved against one ask's schema (the part the
@@ -73,6 +91,7 @@ type LearnedColumn struct {
 type learned struct {
 	joins   []learnedLink  // by use, most used first
 	columns map[string]int // "schema.table.column" → uses
+	colUse  map[string]Use // "schema.table.column" → roles and sessions
 	queries []learnedQuery // by use, most used first
 }
 
@@ -80,6 +99,7 @@ type learnedLink struct {
 	a, b       int // lexicon table indexes
 	colA, colB string
 	count      int
+	use        Use
 }
 
 type learnedQuery struct {
@@ -88,6 +108,7 @@ type learnedQuery struct {
 	tables      []int
 	filtered    []string // "schema.table.column" the asker may read
 	count       int
+	use         Use
 }
 
 // loadLearned reads the database's workload, when the engine has one, and
@@ -109,15 +130,21 @@ func (e *Engine) loadLearned(ctx context.Context, a *ask) {
 	if w == nil {
 		return
 	}
-	a.learned = resolveLearned(w, a.snap.Schema, a.schema0, e.lex.get(a.schema0))
+	a.learned = resolveLearned(w, a.snap.Schema, a.schema0, e.lex.get(a.schema0), a.snap.Functions)
 	st.Note = fmt.Sprintf("%d joins, %d columns, %d queries usable", len(a.learned.joins), len(a.learned.columns), len(a.learned.queries))
 }
 
 // resolveLearned resolves w's names on full (the database's catalog: an
 // unqualified name is the one table of that name in any schema; ambiguous
 // names are skipped) and keeps what visible, the asker's part of it, holds.
-func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *learned {
-	l := &learned{columns: map[string]int{}}
+// What the workload teaches is any role's say, so it is held to the
+// catalog: a join whose columns' types differ, or that equates a key with
+// another column than a declared foreign key between its tables does, is
+// refused, and so is every query holding one; a query's text is shown only
+// when each name in it is one of the asker's part of the catalog, a
+// built-in (fns: the built-in functions), a neutral alias or a keyword.
+func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon, fns *catalog.Functions) *learned {
+	l := &learned{columns: map[string]int{}, colUse: map[string]Use{}}
 	// table resolves a relation to its index in lx, -1 when unknown,
 	// ambiguous or not readable; each name once (a profile holds
 	// thousands of statements over few relations).
@@ -133,34 +160,49 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 	readable := func(i int, col string) bool {
 		return visible.Tables[i].Column(col) != nil
 	}
+	// sound: the join's ends resolve, may be read and agree with the
+	// catalog.
+	sound := func(j LearnedJoin) (a, b int, ok bool) {
+		a, b = table(j.Left.Relation), table(j.Right.Relation)
+		if a < 0 || b < 0 || a == b || !readable(a, j.Left.Column) || !readable(b, j.Right.Column) {
+			return a, b, false
+		}
+		return a, b, !joinContradicts(full, full.Table(lx.tables[a].key), j.Left.Column, full.Table(lx.tables[b].key), j.Right.Column)
+	}
 	type linkKey struct {
 		a, b       int
 		colA, colB string
 	}
 	seen := map[linkKey]int{}
 	for _, j := range w.Joins {
-		a, b := table(j.Left.Relation), table(j.Right.Relation)
-		if a < 0 || b < 0 || a == b || !readable(a, j.Left.Column) || !readable(b, j.Right.Column) {
+		a, b, ok := sound(j)
+		if !ok {
 			continue
 		}
-		lk := learnedLink{a: a, b: b, colA: j.Left.Column, colB: j.Right.Column, count: j.Count}
+		lk := learnedLink{a: a, b: b, colA: j.Left.Column, colB: j.Right.Column, count: j.Count, use: j.Use}
 		if lx.tables[b].key+"."+lk.colB < lx.tables[a].key+"."+lk.colA {
-			lk = learnedLink{a: b, b: a, colA: lk.colB, colB: lk.colA, count: lk.count}
+			lk = learnedLink{a: b, b: a, colA: lk.colB, colB: lk.colA, count: lk.count, use: lk.use}
 		}
 		k := linkKey{lk.a, lk.b, lk.colA, lk.colB}
 		if p, ok := seen[k]; ok {
 			l.joins[p].count += lk.count
+			l.joins[p].use.Roles = max(l.joins[p].use.Roles, lk.use.Roles)
+			l.joins[p].use.Sessions = max(l.joins[p].use.Sessions, lk.use.Sessions)
 			continue
 		}
 		seen[k] = len(l.joins)
 		l.joins = append(l.joins, lk)
 	}
-	slices.SortStableFunc(l.joins, func(x, y learnedLink) int { return y.count - x.count })
+	slices.SortStableFunc(l.joins, func(x, y learnedLink) int { return weigh(x.use, x.count, y.use, y.count) })
 	for _, c := range w.Columns {
 		if i := table(c.Column.Relation); i >= 0 && readable(i, c.Column.Column) {
-			l.columns[lx.tables[i].key+"."+c.Column.Column] += c.Uses
+			k := lx.tables[i].key + "." + c.Column.Column
+			l.columns[k] += c.Uses
+			u := l.colUse[k]
+			l.colUse[k] = Use{Roles: max(u.Roles, c.Roles), Sessions: max(u.Sessions, c.Sessions)}
 		}
 	}
+	names := catalogNames(visible, fns)
 	for _, q := range w.Queries {
 		if strings.TrimSpace(q.SQL) == "" || len(q.Relations) == 0 {
 			continue
@@ -177,10 +219,15 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 				ts = append(ts, i)
 			}
 		}
-		if !ok || namesHiddenColumn(q.SQL, full, visible, lx, ts) {
+		for _, j := range q.Joins {
+			if _, _, sj := sound(j); !sj {
+				ok = false
+			}
+		}
+		if !ok || !onlyCatalogNames(q.SQL, names) || namesHiddenColumn(q.SQL, full, visible, lx, ts) {
 			continue
 		}
-		lq := learnedQuery{fingerprint: q.Fingerprint, sql: q.SQL, tables: ts, count: q.Count}
+		lq := learnedQuery{fingerprint: q.Fingerprint, sql: q.SQL, tables: ts, count: q.Count, use: q.Use}
 		if lq.fingerprint == "" {
 			lq.fingerprint = q.SQL
 		}
@@ -191,8 +238,137 @@ func resolveLearned(w *Learned, full, visible *catalog.Schema, lx *lexicon) *lea
 		}
 		l.queries = append(l.queries, lq)
 	}
-	slices.SortStableFunc(l.queries, func(x, y learnedQuery) int { return y.count - x.count })
+	slices.SortStableFunc(l.queries, func(x, y learnedQuery) int { return weigh(x.use, x.count, y.use, y.count) })
 	return l
+}
+
+// joinContradicts reports whether ta.ca = tb.cb disagrees with the
+// catalog: a column it does not know, types of different kinds, or a key
+// column equated with another column than the declared foreign keys
+// between the two tables pair it with.
+func joinContradicts(full *catalog.Schema, ta *catalog.Table, ca string, tb *catalog.Table, cb string) bool {
+	if ta == nil || tb == nil {
+		return true
+	}
+	x, y := ta.Column(ca), tb.Column(cb)
+	if x == nil || y == nil || typeKind(x.Type) != typeKind(y.Type) {
+		return true
+	}
+	// declared: the foreign keys between the tables, and whether one
+	// pairs ca with cb.
+	declared, pairs := false, false
+	check := func(from *catalog.Table, fc string, to *catalog.Table, tc string) {
+		for _, fk := range from.ForeignKeys {
+			if fk.RefSchema != to.Schema || fk.RefTable != to.Name {
+				continue
+			}
+			declared = true
+			for k := range fk.Columns {
+				if k < len(fk.RefColumns) && fk.Columns[k] == fc && fk.RefColumns[k] == tc {
+					pairs = true
+				}
+			}
+		}
+	}
+	check(ta, ca, tb, cb)
+	check(tb, cb, ta, ca)
+	if !declared || pairs {
+		return false
+	}
+	return isKey(ta, ca) || isKey(tb, cb)
+}
+
+// isKey reports whether c alone is t's primary key or a unique key.
+func isKey(t *catalog.Table, c string) bool {
+	if len(t.PrimaryKey) == 1 && t.PrimaryKey[0] == c {
+		return true
+	}
+	return slices.ContainsFunc(t.Uniques, func(u []string) bool { return len(u) == 1 && u[0] == c })
+}
+
+var typmod = regexp.MustCompile(`\([^)]*\)`)
+
+// typeKind is the kind of a format_type spelling that a join may equate
+// with itself: sizes and precisions dropped, integers with integers, text
+// types with text types.
+func typeKind(t string) string {
+	t = strings.Join(strings.Fields(typmod.ReplaceAllString(t, "")), " ")
+	switch t {
+	case "smallint", "integer", "bigint":
+		return "integer"
+	case "text", "character varying", "character", "name", "\"char\"":
+		return "text"
+	case "real", "double precision":
+		return "float"
+	case "timestamp without time zone", "timestamp with time zone":
+		return "timestamp"
+	}
+	return t
+}
+
+// catalogNames are the names a shown query may hold: the schemas,
+// relations and columns of s (the asker's part of the catalog), and the
+// built-in functions and types.
+func catalogNames(s *catalog.Schema, fns *catalog.Functions) map[string]bool {
+	out := map[string]bool{"pg_catalog": true}
+	for _, t := range builtinTypeNames {
+		out[t] = true
+	}
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		out[t.Schema], out[t.Name] = true, true
+		for _, c := range t.Columns {
+			out[c.Name] = true
+		}
+	}
+	if fns != nil {
+		for f := range fns.Builtin {
+			out[f] = true
+		}
+	}
+	return out
+}
+
+// builtinTypeNames are core types a cast may name that are neither SQL
+// keywords nor built-in function names.
+var builtinTypeNames = []string{"uuid", "json", "jsonb", "bytea", "inet", "cidr", "macaddr", "tsvector", "tsquery",
+	"int2", "int4", "int8", "float4", "float8", "bool", "timestamptz", "timetz", "regclass", "oid"}
+
+// neutralName matches the names package workload gives made-up names.
+var neutralName = regexp.MustCompile(`^(t|c|w|win)[0-9]+$`)
+
+// onlyCatalogNames reports whether every token of sql is a keyword, an
+// operator or punctuation, a parameter or number, a neutral alias or a
+// name in names: text a role wrote that the catalog cannot resolve (a
+// quoted alias, a string, a comment) never reaches another's prompt.
+func onlyCatalogNames(sql string, names map[string]bool) bool {
+	res, err := pg_query.Scan(sql)
+	if err != nil {
+		return false
+	}
+	for _, tk := range res.GetTokens() {
+		text := sql[tk.GetStart():tk.GetEnd()]
+		switch tk.GetToken() {
+		case pg_query.Token_IDENT:
+			name := text
+			if strings.HasPrefix(name, `"`) {
+				name = strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(name, `"`), `"`), `""`, `"`)
+			} else {
+				name = strings.ToLower(name)
+			}
+			if !names[name] && !neutralName.MatchString(name) {
+				return false
+			}
+		case pg_query.Token_PARAM, pg_query.Token_ICONST, pg_query.Token_Op, pg_query.Token_TYPECAST,
+			pg_query.Token_DOT_DOT, pg_query.Token_COLON_EQUALS, pg_query.Token_EQUALS_GREATER,
+			pg_query.Token_LESS_EQUALS, pg_query.Token_GREATER_EQUALS, pg_query.Token_NOT_EQUALS:
+		default:
+			if tk.GetKeywordKind() == pg_query.KeywordKind_NO_KEYWORD && tk.GetToken() >= 256 {
+				return false // strings, comments, Unicode identifiers
+			}
+		}
+	}
+	return true
 }
 
 // resolveRelation is r's index in lx: a qualified name as written, an
@@ -287,7 +463,7 @@ func (l *learned) usedColumns(lx *lexicon) map[string]bool {
 		perTable[t] = append(perTable[t], k)
 	}
 	for _, ks := range perTable {
-		slices.SortStableFunc(ks, func(x, y string) int { return l.columns[y] - l.columns[x] })
+		slices.SortStableFunc(ks, func(x, y string) int { return weigh(l.colUse[x], l.columns[x], l.colUse[y], l.columns[y]) })
 		for _, k := range ks[:min(maxUsedColumns, len(ks))] {
 			out[k] = true
 		}
@@ -427,6 +603,7 @@ func (lx *lexicon) workloadQueries(l *learned, chosen []int, q map[string]bool, 
 		sql   string
 		score float64
 		count int
+		use   Use
 	}
 	var ss []scored
 	for _, wq := range l.queries {
@@ -447,13 +624,13 @@ func (lx *lexicon) workloadQueries(l *learned, chosen []int, q map[string]bool, 
 				score += 0.5 * max(lx.idf[w], 0.1)
 			}
 		}
-		ss = append(ss, scored{wq.sql, score, wq.count})
+		ss = append(ss, scored{wq.sql, score, wq.count, wq.use})
 	}
 	slices.SortStableFunc(ss, func(x, y scored) int {
 		if c := -cmpFloat(x.score, y.score); c != 0 {
 			return c
 		}
-		return y.count - x.count
+		return weigh(x.use, x.count, y.use, y.count)
 	})
 	var out []string
 	used := 0

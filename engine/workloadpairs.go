@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
@@ -24,7 +25,9 @@ import (
 // kept with the remembered pairs. The model writes the query again with
 // values and the question it answers; the SQL must pass the guard, read
 // only the workload query's tables, name no column the asker may not read,
-// and run on the asking session with rows before it is kept.
+// and run on the asking session with rows before it is kept. A pair that
+// carries values and reads a table with row-level security is kept for
+// the asker alone: it may hold a value of a row RLS hides from others.
 
 // Stored values offered for a workload query's parameters: at most this
 // many filtered columns, this many values each.
@@ -189,7 +192,47 @@ func (e *Engine) synthesizePair(ctx context.Context, a *ask, m Model, q learnedQ
 	if len(rows.Values) == 0 {
 		return Pair{}, "trial: no rows", nil // an example that finds nothing teaches the wrong values
 	}
-	return Pair{Question: question, SQL: stmt.Display(), Source: PairWorkload, At: time.Now()}, "", nil
+	p = Pair{Question: question, SQL: stmt.Display(), Source: PairWorkload, At: time.Now()}
+	// The asker sees every row here (askers whom row-level security
+	// restricts make no pairs), but others may not: values read from a
+	// table with row-level security stay the asker's.
+	if carriesValues(p.SQL) && readsRowSecured(a, tables, lx) {
+		p.Role = a.sess.role
+	}
+	return p, "", nil
+}
+
+// readsRowSecured reports whether one of tables has row-level security
+// enabled (or is a view over one), whoever it applies to; unknown when the
+// catalog does not say, and then it does.
+func readsRowSecured(a *ask, tables []int, lx *lexicon) bool {
+	if a.snap.Functions == nil {
+		return true
+	}
+	for _, i := range tables {
+		if slices.Contains(a.snap.Functions.RowSecurity, lx.tables[i].key) {
+			return true
+		}
+	}
+	return false
+}
+
+// carriesValues reports whether sql holds a constant (a string, a number,
+// a bit string): a value that may come from the data. LIMIT 10 counts too:
+// telling it from data is not worth the risk. Unscannable SQL counts.
+func carriesValues(sql string) bool {
+	res, err := pg_query.Scan(sql)
+	if err != nil {
+		return true
+	}
+	for _, tk := range res.GetTokens() {
+		switch tk.GetToken() {
+		case pg_query.Token_SCONST, pg_query.Token_USCONST, pg_query.Token_ICONST, pg_query.Token_FCONST,
+			pg_query.Token_BCONST, pg_query.Token_XCONST:
+			return true
+		}
+	}
+	return false
 }
 
 // workloadValues are stored values (the catalog's value index) of the

@@ -23,7 +23,7 @@ type pairsFixture struct {
 	workload  staticWorkload
 }
 
-const qStaffCity = "SELECT st.city, count(*) FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.city = $1 GROUP BY st.city"
+const qStaffCity = "SELECT t2.city, count(*) FROM staff t1 JOIN stores t2 ON t2.id = t1.store_id WHERE t2.city = $1 GROUP BY t2.city"
 
 func newPairsFixture(t *testing.T) *pairsFixture {
 	f := newFixture(t)
@@ -263,6 +263,79 @@ func TestWorkloadPairVisibility(t *testing.T) {
 		for _, w := range tt.absent {
 			if strings.Contains(cps[0], w) {
 				t.Errorf("%s: prompt reveals %q:\n%s", tt.role, w, cps[0])
+			}
+		}
+	}
+}
+
+// TestWorkloadPairRowSecurity: a role that sees every row (here the
+// superuser) makes a workload pair holding a value of a row that
+// row-level security hides from the clerk: the pair is kept for its maker
+// alone, and no shared pair with values over that table reaches the
+// clerk's prompt; shared pairs without values still do.
+func TestWorkloadPairRowSecurity(t *testing.T) {
+	f := newPairsFixture(t)
+	ctx := context.Background()
+	if err := f.cluster.Exec(ctx, "postgres", `
+ALTER TABLE stores ENABLE ROW LEVEL SECURITY;
+CREATE POLICY not_la ON stores FOR SELECT USING (city <> 'LA');`); err != nil {
+		t.Fatal(err)
+	}
+	const pairSQL = "SELECT st.city, count(*) FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.city = 'LA' GROUP BY st.city"
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["staff", "store", "city"]}`},
+		fakeollama.Rule{Name: "example", PromptContains: []string{workloadExamplePrompt}, Reply: exampleReply("How many staff work in LA?", pairSQL)},
+		fakeollama.Rule{Name: "candidate", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM staff")},
+	)
+	eng, pairs := f.engine(t)
+	f.ask(t, eng, "postgres", ProfileBalanced, "how many staff work per store city")
+	ps, _ := pairs.Pairs(ctx, "postgres")
+	if len(ps) != 1 || ps[0].Source != PairWorkload || ps[0].Role != "postgres" {
+		t.Fatalf("pairs %+v: want the workload pair kept for its maker", ps)
+	}
+	// Shared pairs as a store written before this rule, or an operator,
+	// may hold them.
+	for _, p := range []Pair{
+		{Question: "Which staff work in the LA store?", SQL: "SELECT f.name FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.city = 'LA'", Source: PairWorkload},
+		{Question: "Which staff work in store number one?", SQL: "SELECT f.name FROM staff f JOIN stores st ON st.id = f.store_id WHERE st.id = 1", Source: PairOperator},
+		{Question: "Which staff work in a store of each city?", SQL: "SELECT st.city, f.name FROM staff f JOIN stores st ON st.id = f.store_id", Source: PairOperator},
+	} {
+		if err := pairs.AddPair(ctx, "postgres", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		role         string
+		want, absent []string
+	}{
+		{"postgres", []string{"'LA'", "store number one"}, nil},
+		{f.clerk, []string{"a store of each city"}, []string{"'LA'", "in LA", "LA store", "store number one"}},
+	} {
+		f.fake.Reset()
+		f.ask(t, eng, tt.role, ProfileBalanced, "how many staff work in each store city")
+		if n := f.fake.Hits("example"); n != 0 {
+			t.Errorf("%s: %d more workload examples asked for", tt.role, n)
+		}
+		var all []string
+		for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+			for _, m := range r.Messages {
+				all = append(all, m.Content)
+			}
+		}
+		cps := candidatePrompts(f.fake)
+		if len(cps) == 0 {
+			t.Fatalf("%s: no candidate prompt", tt.role)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(cps[0], w) {
+				t.Errorf("%s: prompt lacks %q:\n%s", tt.role, w, cps[0])
+			}
+		}
+		for _, w := range tt.absent {
+			for _, p := range all {
+				if strings.Contains(p, w) {
+					t.Errorf("%s: a prompt holds %q:\n%s", tt.role, w, p)
+				}
 			}
 		}
 	}

@@ -4,7 +4,9 @@ import "bytes"
 
 // StatementObserver sees the plain statements the proxy relays (--learn-workload):
 // each simple Query's text and each Parse's statement text that is not an
-// ask, with the session's database and login role. It is called at one
+// ask, with the session's database and login role, and a number telling
+// the session apart from others (distinct sessions weigh what is learnt,
+// not how many statements one session sends). It is called at one
 // point per relay path — the event loop (clientMsg), the goroutine relay
 // (clientQuery, clientParse) and its tracked mode after an ask
 // (trackedQuery, trackedParse) — between reading a message and passing it
@@ -15,18 +17,19 @@ import "bytes"
 // Not observed: a statement longer than the read buffer, which the relay
 // streams without holding it whole.
 type StatementObserver interface {
-	Observe(database, role string, sql []byte)
+	Observe(database, role string, session uint64, sql []byte)
 }
 
 // observe hands a whole Query or Parse body (after the length word) to
 // the observer; with none it is one nil check.
 func (s *session) observe(typ byte, body []byte) {
 	if o := s.srv.Observer; o != nil {
-		observeBody(o, s.database, s.user, typ, body)
+		// The accept time tells sessions apart without a field of its own.
+		observeBody(o, s.database, s.user, uint64(s.started.UnixNano()), typ, body)
 	}
 }
 
-func observeBody(o StatementObserver, database, role string, typ byte, body []byte) {
+func observeBody(o StatementObserver, database, role string, session uint64, typ byte, body []byte) {
 	switch typ {
 	case 'Q': // text NUL
 		body = body[:max(len(body)-1, 0)]
@@ -45,6 +48,6 @@ func observeBody(o StatementObserver, database, role string, typ byte, body []by
 		return
 	}
 	if len(body) > 0 {
-		o.Observe(database, role, body)
+		o.Observe(database, role, session, body)
 	}
 }

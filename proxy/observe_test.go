@@ -18,7 +18,7 @@ type recordingObserver struct {
 	seen []string
 }
 
-func (o *recordingObserver) Observe(database, role string, sql []byte) {
+func (o *recordingObserver) Observe(database, role string, _ uint64, sql []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.seen = append(o.seen, database+"|"+role+"|"+string(sql))

@@ -4,7 +4,8 @@
 // linking and few-shot prompts can use — the relations it reads, the join
 // predicates between them, and the columns it filters, groups and orders by.
 // A Profile keeps that per database, bounded, and persists it next to the
-// catalog's snapshots. No literal value of a statement is ever kept.
+// catalog's snapshots. No literal value of a statement is ever kept, nor
+// a name it makes up (an alias is free text: see neutralize).
 package workload
 
 import (
@@ -25,7 +26,9 @@ type Shape struct {
 	// statements that differ only in literals, whitespace and comments.
 	Fingerprint string
 	// Text is the statement deparsed from its normalised tree: every
-	// literal replaced by $n, comments gone, canonical spacing.
+	// literal replaced by $n, comments gone, the names it makes up
+	// (aliases, CTE, output and window names) neutral ones (t1, c1, w1,
+	// win1; see NeutralName), canonical spacing.
 	Text string
 	// Relations are the relations the statement names outside its CTEs
 	// (FROM, JOIN, subqueries), schema as written ("" when unqualified).
@@ -114,18 +117,20 @@ func Analyze(sql string) (Shape, error) {
 	if err := noLiterals(ntree.ProtoReflect()); err != nil {
 		return Shape{}, err
 	}
-	// Deparsing the normalised tree drops comments, which Normalize keeps
-	// and which may hold anything.
-	text, err := pg_query.Deparse(ntree)
-	if err != nil {
-		return Shape{}, fmt.Errorf("%w: deparse: %v", ErrParse, err)
-	}
 	fp, err := pg_query.Fingerprint(sql)
 	if err != nil {
 		return Shape{}, fmt.Errorf("%w: fingerprint: %v", ErrParse, err)
 	}
 	a := &analysis{}
 	a.selectStmt(ntree.GetStmts()[0].GetStmt().GetSelectStmt(), nil)
+	// Deparsing the normalised tree drops comments, which Normalize keeps
+	// and which may hold anything; the names the statement made up are
+	// neutral ones first.
+	neutralize(ntree)
+	text, err := pg_query.Deparse(ntree)
+	if err != nil {
+		return Shape{}, fmt.Errorf("%w: deparse: %v", ErrParse, err)
+	}
 	return Shape{
 		Fingerprint: fp,
 		Text:        text,

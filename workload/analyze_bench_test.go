@@ -44,6 +44,6 @@ func BenchmarkObserve(b *testing.B) {
 	sql := []byte(benchSQL)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Observe("postgres", "app", sql)
+		c.Observe("postgres", "app", 0, sql)
 	}
 }

@@ -2,9 +2,12 @@ package workload
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,6 +29,10 @@ type CollectorOptions struct {
 	// Deny, when set, is matched against each statement's raw text (its
 	// literals included); a match is never learnt from.
 	Deny *regexp.Regexp
+	// Roles, when not empty, are the only roles whose statements teach
+	// (--workload-roles): the application's, say, and not every user who
+	// can run a query. Statements of other roles count as denied.
+	Roles []string
 	// SaveEvery is how often the worker saves the store and applies the age
 	// bound. Default one minute.
 	SaveEvery time.Duration
@@ -47,7 +54,8 @@ type Stats struct {
 	// Captured: statements queued. Dropped: statements not queued because
 	// the queue was full (the relay never waits).
 	Captured, Dropped uint64
-	// Denied: matched the deny pattern. Unparsable: pg_query could not
+	// Denied: matched the deny pattern, or ran as a role that does not
+	// teach. Unparsable: pg_query could not
 	// parse them. Skipped: not a SELECT, or a literal survived
 	// normalisation. Learnt: added to a profile.
 	Denied, Unparsable, Skipped, Learnt uint64
@@ -60,8 +68,10 @@ type Stats struct {
 
 type observed struct {
 	database, role, sql string
+	session             string // digest of the relayed session; "" from pg_stat_statements
 	at                  time.Time
 	runs                int64 // how many runs it stands for; 0 is 1
+	fromStats           bool
 }
 
 // Collector is the capture side: Observe (a proxy.StatementObserver)
@@ -80,6 +90,12 @@ type Collector struct {
 	// worker; lastCalls (the worker's) is each row's calls when last read.
 	stats     chan statsBatch
 	lastCalls map[string]map[statKey]int64
+	// relayed is what the relay captured per database, by fingerprint and
+	// role, since the last reads of pg_stat_statements: those runs are in
+	// its calls too, and are not counted twice (the worker's).
+	relayed map[string]*relayCredit
+	// teach is Roles as a set; nil: every role teaches.
+	teach map[string]bool
 
 	captured, dropped, denied, unparsable, skipped, learnt atomic.Uint64
 	statReads, statFailures                                atomic.Uint64
@@ -106,8 +122,15 @@ func NewCollector(store *Store, o CollectorOptions) *Collector {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log, refused: map[string]struct{}{},
-		stats: make(chan statsBatch, 1), lastCalls: map[string]map[statKey]int64{}}
+	c := &Collector{store: store, opts: o, queue: make(chan observed, o.QueueSize), log: log, refused: map[string]struct{}{},
+		stats: make(chan statsBatch, 1), lastCalls: map[string]map[statKey]int64{}, relayed: map[string]*relayCredit{}}
+	if len(o.Roles) > 0 {
+		c.teach = map[string]bool{}
+		for _, r := range o.Roles {
+			c.teach[r] = true
+		}
+	}
+	return c
 }
 
 // Store is the store the collector feeds.
@@ -115,8 +138,9 @@ func (c *Collector) Store() *Store { return c.store }
 
 // Observe queues a copy of sql when it is sampled and the queue has room;
 // otherwise it counts the drop. It never blocks. sql may be the caller's
-// buffer: it is copied only when queued.
-func (c *Collector) Observe(database, role string, sql []byte) {
+// buffer: it is copied only when queued. session tells the relayed
+// sessions apart (0: unknown).
+func (c *Collector) Observe(database, role string, session uint64, sql []byte) {
 	if c.opts.Sample < 1 && rand.Float64() >= c.opts.Sample {
 		return
 	}
@@ -125,7 +149,7 @@ func (c *Collector) Observe(database, role string, sql []byte) {
 		return
 	}
 	select {
-	case c.queue <- observed{database: database, role: role, sql: string(sql), at: time.Now()}:
+	case c.queue <- observed{database: database, role: role, session: sessionDigest(role, session), sql: string(sql), at: time.Now()}:
 		c.captured.Add(1)
 	default:
 		c.dropped.Add(1)
@@ -184,7 +208,7 @@ func (c *Collector) learn(o observed) {
 	if c.before != nil {
 		c.before()
 	}
-	if c.opts.Deny != nil && c.opts.Deny.MatchString(o.sql) {
+	if c.teach != nil && !c.teach[o.role] || c.opts.Deny != nil && c.opts.Deny.MatchString(o.sql) {
 		c.denied.Add(1)
 		return
 	}
@@ -214,7 +238,24 @@ func (c *Collector) learn(o observed) {
 			continue
 		}
 		runs := max(o.runs, 1)
-		if p.SeenRuns(fp, o.role, o.at, runs) {
+		if c.opts.Stats != nil {
+			// Each statement is counted once whatever the source: runs
+			// the relay saw are taken off pg_stat_statements' calls.
+			rc := c.relayed[o.database]
+			if rc == nil {
+				rc = &relayCredit{}
+				c.relayed[o.database] = rc
+			}
+			k := creditKey{fp, o.role}
+			if !o.fromStats {
+				rc.add(k, runs)
+			} else if runs -= rc.take(k, runs); runs == 0 {
+				c.learnt.Add(1)
+				continue
+			}
+		}
+		who := Origin{Role: o.role, Session: o.session}
+		if p.SeenFrom(fp, who, o.at, runs) {
 			c.learnt.Add(1)
 			continue
 		}
@@ -225,7 +266,7 @@ func (c *Collector) learn(o observed) {
 		s, err := Analyze(stmt)
 		switch {
 		case err == nil:
-			p.AddRuns(s, o.role, o.at, runs)
+			p.AddFrom(s, who, o.at, runs)
 			c.learnt.Add(1)
 		case errors.Is(err, ErrParse):
 			c.unparsable.Add(1)
@@ -241,6 +282,57 @@ func (c *Collector) learn(o observed) {
 
 // maxRefused bounds the fingerprints remembered as not learnable.
 const maxRefused = 4096
+
+// sessionDigest names a relayed session by role and the relay's number for
+// it, short: a profile keeps at most MaxSessions per query.
+func sessionDigest(role string, session uint64) string {
+	if session == 0 {
+		return ""
+	}
+	h := fnv.New64a()
+	h.Write([]byte(role))
+	_ = binary.Write(h, binary.LittleEndian, session)
+	return strconv.FormatUint(h.Sum64()&0xffffffffff, 36)
+}
+
+// creditKey is a fingerprint run by a role.
+type creditKey struct{ fingerprint, role string }
+
+// relayCredit holds, for one database, the runs the relay captured that
+// pg_stat_statements has not yet reported: cur since the last read, prev
+// the read before. Credit not taken within two reads is dropped (the
+// statement failed, and pg_stat_statements counts only those that end),
+// so it cannot hide later runs from outside the proxy for long.
+type relayCredit struct{ prev, cur map[creditKey]int64 }
+
+// maxCredit bounds the keys of one generation.
+const maxCredit = 1 << 16
+
+func (r *relayCredit) add(k creditKey, n int64) {
+	if r.cur == nil {
+		r.cur = map[creditKey]int64{}
+	}
+	if _, ok := r.cur[k]; ok || len(r.cur) < maxCredit {
+		r.cur[k] += n
+	}
+}
+
+// take uses up to n of k's credit, oldest first, and returns how much.
+func (r *relayCredit) take(k creditKey, n int64) int64 {
+	got := int64(0)
+	for _, m := range []map[creditKey]int64{r.prev, r.cur} {
+		if c := min(m[k], n-got); c > 0 {
+			got += c
+			if m[k] -= c; m[k] == 0 {
+				delete(m, k)
+			}
+		}
+	}
+	return got
+}
+
+// age ends a read: credit from before the previous read is dropped.
+func (r *relayCredit) age() { r.prev, r.cur = r.cur, nil }
 
 // Stats reads the running totals.
 func (c *Collector) Stats() Stats {

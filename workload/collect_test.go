@@ -42,10 +42,10 @@ func TestObserveDropsWhenFull(t *testing.T) {
 		}
 	}
 	stop := runCollector(t, c)
-	c.Observe("db", "r", []byte("SELECT a FROM t0"))
+	c.Observe("db", "r", 0, []byte("SELECT a FROM t0"))
 	<-entered // the worker holds one statement and waits
 	for i := range size + 5 {
-		c.Observe("db", "r", []byte("SELECT a FROM t WHERE x = "+strings.Repeat("9", i+1)))
+		c.Observe("db", "r", 0, []byte("SELECT a FROM t WHERE x = "+strings.Repeat("9", i+1)))
 	}
 	st := c.Stats()
 	if st.Captured != size+1 || st.Dropped != 5 {
@@ -70,7 +70,7 @@ func TestNoLiteralReachesStorage(t *testing.T) {
 	c := NewCollector(store, CollectorOptions{})
 	stop := runCollector(t, c)
 	for _, h := range hostile {
-		c.Observe("db", "app", []byte(h.sql))
+		c.Observe("db", "app", 0, []byte(h.sql))
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -105,7 +105,7 @@ func TestCollectorDenyAndFailures(t *testing.T) {
 		`SET application_name = 'x'`,                          // skipped
 		`SELECT a FROM kept WHERE b = 2; SELECT 1 FROM other`, // two learnt
 	} {
-		c.Observe("db", "app", []byte(sql))
+		c.Observe("db", "app", 0, []byte(sql))
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -128,14 +128,14 @@ func TestCollectorDenyAndFailures(t *testing.T) {
 func TestCollectorSampleAndLength(t *testing.T) {
 	c := NewCollector(NewStore("", Limits{}), CollectorOptions{Sample: 0.5, QueueSize: 4096})
 	for range 2000 {
-		c.Observe("db", "", []byte("SELECT 1 FROM t"))
+		c.Observe("db", "", 0, []byte("SELECT 1 FROM t"))
 	}
 	// Half on average; the bounds are many standard deviations (~22) wide.
 	if n := c.Stats().Captured; n < 700 || n > 1300 {
 		t.Errorf("captured %d of 2000 at 0.5", n)
 	}
 	c = NewCollector(NewStore("", Limits{}), CollectorOptions{})
-	c.Observe("db", "", []byte("SELECT '"+strings.Repeat("x", MaxLen)+"'"))
+	c.Observe("db", "", 0, []byte("SELECT '"+strings.Repeat("x", MaxLen)+"'"))
 	if st := c.Stats(); st.Captured != 0 || st.Skipped != 1 {
 		t.Errorf("over-long statement: %+v", st)
 	}

@@ -23,6 +23,8 @@ const (
 	DefaultMaxAge     = 30 * 24 * time.Hour
 	// MaxRoles is the most roles a query remembers; later ones are not added.
 	MaxRoles = 32
+	// MaxSessions is the most sessions a query remembers.
+	MaxSessions = 64
 )
 
 func (l Limits) maxQueries() int {
@@ -48,22 +50,57 @@ type Query struct {
 	LastSeen  time.Time
 	// Roles are the roles that ran it, sorted, at most MaxRoles.
 	Roles []string
+	// Sessions are digests of the relayed sessions that ran it, sorted, at
+	// most MaxSessions (pg_stat_statements names no session).
+	Sessions []string `json:",omitempty"`
+}
+
+// Origin is who ran a statement: the role, and the relayed session ("" when
+// unknown, as for pg_stat_statements).
+type Origin struct{ Role, Session string }
+
+// Weight is how a query, join or column is ranked against others: by how
+// many distinct roles taught it, then distinct sessions, and only then by
+// how many times it ran. One role running a statement a thousand times in
+// a thousand sessions weighs less than two roles running it once each, so
+// no single role outranks what several use.
+type Weight struct {
+	Roles, Sessions int
+	Count           int64
+}
+
+// Compare orders weights, heavier first when used in a descending sort:
+// it is negative when w weighs less than v.
+func (w Weight) Compare(v Weight) int {
+	return cmp.Or(cmp.Compare(w.Roles, v.Roles), cmp.Compare(w.Sessions, v.Sessions), cmp.Compare(w.Count, v.Count))
+}
+
+// Weight is the query's weight.
+func (q Query) Weight() Weight {
+	return Weight{Roles: len(q.Roles), Sessions: len(q.Sessions), Count: q.Count}
 }
 
 // JoinUse is a join predicate with how much the workload uses it.
 type JoinUse struct {
 	Join
 	// Count sums the Counts of the queries holding the join; Queries is how
-	// many fingerprints hold it.
-	Count   int64
-	Queries int
+	// many fingerprints hold it; Roles and Sessions how many distinct roles
+	// and sessions ran one of them.
+	Count           int64
+	Queries         int
+	Roles, Sessions int
 }
 
+// Weight is the join's weight (see Weight).
+func (j JoinUse) Weight() Weight { return Weight{Roles: j.Roles, Sessions: j.Sessions, Count: j.Count} }
+
 // ColumnUse is a column with how often the workload filters, groups and
-// orders by it (sums of the Counts of the queries that do).
+// orders by it (sums of the Counts of the queries that do), and how many
+// distinct roles and sessions did.
 type ColumnUse struct {
 	Col
 	Filtered, Grouped, Ordered int64
+	Roles, Sessions            int
 }
 
 // Total is the column's use of all three kinds.
@@ -96,6 +133,11 @@ func (p *Profile) Add(s Shape, role string, at time.Time) { p.AddRuns(s, role, a
 
 // AddRuns learns n runs of s at once (pg_stat_statements' calls).
 func (p *Profile) AddRuns(s Shape, role string, at time.Time, n int64) {
+	p.AddFrom(s, Origin{Role: role}, at, n)
+}
+
+// AddFrom learns n runs of s by o.
+func (p *Profile) AddFrom(s Shape, o Origin, at time.Time, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queries[s.Fingerprint]
@@ -103,7 +145,7 @@ func (p *Profile) AddRuns(s Shape, role string, at time.Time, n int64) {
 		q = &Query{Shape: s, FirstSeen: at.UTC()}
 		p.queries[s.Fingerprint] = q
 	}
-	p.seenLocked(q, role, at, n)
+	p.seenLocked(q, o, at, n)
 }
 
 // Seen learns one more run of a fingerprint already held, as Add would,
@@ -115,17 +157,23 @@ func (p *Profile) Seen(fingerprint, role string, at time.Time) bool {
 
 // SeenRuns is Seen for n runs.
 func (p *Profile) SeenRuns(fingerprint, role string, at time.Time, n int64) bool {
+	return p.SeenFrom(fingerprint, Origin{Role: role}, at, n)
+}
+
+// SeenFrom is Seen for n runs by o.
+func (p *Profile) SeenFrom(fingerprint string, o Origin, at time.Time, n int64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q := p.queries[fingerprint]
 	if q == nil {
 		return false
 	}
-	p.seenLocked(q, role, at, n)
+	p.seenLocked(q, o, at, n)
 	return true
 }
 
-func (p *Profile) seenLocked(q *Query, role string, at time.Time, n int64) {
+func (p *Profile) seenLocked(q *Query, o Origin, at time.Time, n int64) {
+	role := o.Role
 	at = at.UTC()
 	q.Count += n
 	if at.After(q.LastSeen) {
@@ -134,6 +182,11 @@ func (p *Profile) seenLocked(q *Query, role string, at time.Time, n int64) {
 	if role != "" {
 		if i, found := slices.BinarySearch(q.Roles, role); !found && len(q.Roles) < MaxRoles {
 			q.Roles = slices.Insert(q.Roles, i, role)
+		}
+	}
+	if o.Session != "" {
+		if i, found := slices.BinarySearch(q.Sessions, o.Session); !found && len(q.Sessions) < MaxSessions {
+			q.Sessions = slices.Insert(q.Sessions, i, o.Session)
 		}
 	}
 	p.version++
@@ -232,11 +285,13 @@ func (p *Profile) Query(fingerprint string) (Query, bool) {
 func copyQuery(q *Query) Query {
 	c := *q
 	c.Roles = slices.Clone(q.Roles)
+	c.Sessions = slices.Clone(q.Sessions)
 	return c
 }
 
-// Queries lists the fingerprints, most run first (then most recent, then
-// by fingerprint). Shapes are shared and must not be modified.
+// Queries lists the fingerprints, heaviest first (Weight: distinct roles,
+// then sessions, then runs; then most recent, then by fingerprint). Shapes
+// are shared and must not be modified.
 func (p *Profile) Queries() []Query {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -245,13 +300,13 @@ func (p *Profile) Queries() []Query {
 		out = append(out, copyQuery(q))
 	}
 	slices.SortFunc(out, func(a, b Query) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Fingerprint, b.Fingerprint))
+		return cmp.Or(b.Weight().Compare(a.Weight()), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.Fingerprint, b.Fingerprint))
 	})
 	return out
 }
 
-// Joins lists the join predicates of the held queries, most used first
-// (Count, then Queries, then canonical order).
+// Joins lists the join predicates of the held queries, heaviest first
+// (Weight, then Queries, then canonical order).
 func (p *Profile) Joins() []JoinUse {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -260,7 +315,8 @@ func (p *Profile) Joins() []JoinUse {
 }
 
 // Columns lists the columns the held queries filter, group or order by,
-// most used first (Total, then canonical order).
+// most used first (distinct roles, then sessions, then Total, then
+// canonical order).
 func (p *Profile) Columns() []ColumnUse {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -274,14 +330,32 @@ func (p *Profile) viewLocked() {
 	if p.viewAt == p.version {
 		return
 	}
+	// Distinct roles and sessions are unions over the queries: a role
+	// that runs a join in ten statements is still one role.
+	type who struct{ roles, sessions map[string]bool }
+	union := func(w *who, q *Query) {
+		if w.roles == nil {
+			w.roles, w.sessions = map[string]bool{}, map[string]bool{}
+		}
+		for _, r := range q.Roles {
+			w.roles[r] = true
+		}
+		for _, s := range q.Sessions {
+			w.sessions[s] = true
+		}
+	}
 	joins := map[Join]*JoinUse{}
+	joinWho := map[Join]*who{}
 	columns := map[Col]*ColumnUse{}
-	colUse := func(c Col) *ColumnUse {
+	colWho := map[Col]*who{}
+	colUse := func(c Col, q *Query) *ColumnUse {
 		u := columns[c]
 		if u == nil {
 			u = &ColumnUse{Col: c}
 			columns[c] = u
+			colWho[c] = &who{}
 		}
+		union(colWho[c], q)
 		return u
 	}
 	for _, q := range p.queries {
@@ -290,33 +364,37 @@ func (p *Profile) viewLocked() {
 			if u == nil {
 				u = &JoinUse{Join: j}
 				joins[j] = u
+				joinWho[j] = &who{}
 			}
+			union(joinWho[j], q)
 			u.Count += q.Count
 			u.Queries++
 		}
 		for _, c := range q.Filtered {
-			colUse(c).Filtered += q.Count
+			colUse(c, q).Filtered += q.Count
 		}
 		for _, c := range q.Grouped {
-			colUse(c).Grouped += q.Count
+			colUse(c, q).Grouped += q.Count
 		}
 		for _, c := range q.Ordered {
-			colUse(c).Ordered += q.Count
+			colUse(c, q).Ordered += q.Count
 		}
 	}
 	p.joins = p.joins[:0]
-	for _, u := range joins {
+	for j, u := range joins {
+		u.Roles, u.Sessions = len(joinWho[j].roles), len(joinWho[j].sessions)
 		p.joins = append(p.joins, *u)
 	}
 	slices.SortFunc(p.joins, func(a, b JoinUse) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(b.Queries, a.Queries), cmpJoin(a.Join, b.Join))
+		return cmp.Or(b.Weight().Compare(a.Weight()), cmp.Compare(b.Queries, a.Queries), cmpJoin(a.Join, b.Join))
 	})
 	p.columns = p.columns[:0]
-	for _, u := range columns {
+	for c, u := range columns {
+		u.Roles, u.Sessions = len(colWho[c].roles), len(colWho[c].sessions)
 		p.columns = append(p.columns, *u)
 	}
 	slices.SortFunc(p.columns, func(a, b ColumnUse) int {
-		return cmp.Or(cmp.Compare(b.Total(), a.Total()), cmpCol(a.Col, b.Col))
+		return cmp.Or(cmp.Compare(b.Roles, a.Roles), cmp.Compare(b.Sessions, a.Sessions), cmp.Compare(b.Total(), a.Total()), cmpCol(a.Col, b.Col))
 	})
 	p.viewAt = p.version
 }

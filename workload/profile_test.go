@@ -1,9 +1,11 @@
 package workload
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,25 +35,26 @@ func TestProfileAggregates(t *testing.T) {
 	p.Add(b, "alice", t0)
 	p.Add(c, "carol", t0)
 
+	// b, run by two roles, weighs more than a, run three times by one.
 	qs := p.Queries()
-	if len(qs) != 3 || qs[0].Fingerprint != a.Fingerprint || qs[0].Count != 3 || !qs[0].LastSeen.Equal(t0.Add(2*time.Second)) {
+	if len(qs) != 3 || qs[0].Fingerprint != b.Fingerprint || !slices.Equal(qs[0].Roles, []string{"alice", "bob"}) {
 		t.Fatalf("Queries = %+v", qs)
 	}
-	if qs[1].Fingerprint != b.Fingerprint || !slices.Equal(qs[1].Roles, []string{"alice", "bob"}) {
+	if qs[1].Fingerprint != a.Fingerprint || qs[1].Count != 3 || !qs[1].LastSeen.Equal(t0.Add(2*time.Second)) {
 		t.Errorf("second query = %+v", qs[1])
 	}
 	js := p.Joins()
 	want := []JoinUse{
-		{Join: join("customers.id", "orders.customer_id"), Count: 5, Queries: 2},
-		{Join: join("items.order_id", "orders.id"), Count: 1, Queries: 1},
+		{Join: join("customers.id", "orders.customer_id"), Count: 5, Queries: 2, Roles: 2},
+		{Join: join("items.order_id", "orders.id"), Count: 1, Queries: 1, Roles: 1},
 	}
 	if !slices.Equal(js, want) {
 		t.Errorf("Joins = %+v, want %+v", js, want)
 	}
 	cs := p.Columns()
 	wantCols := []ColumnUse{
-		{Col: col("customers.country"), Filtered: 3, Grouped: 2},
-		{Col: col("orders.placed"), Ordered: 1},
+		{Col: col("customers.country"), Filtered: 3, Grouped: 2, Roles: 2},
+		{Col: col("orders.placed"), Ordered: 1, Roles: 1},
 	}
 	if !slices.Equal(cs, wantCols) {
 		t.Errorf("Columns = %+v, want %+v", cs, wantCols)
@@ -62,6 +65,39 @@ func TestProfileAggregates(t *testing.T) {
 	}
 	if js := p.Joins(); js[0].Count != 2 || js[0].Queries != 1 {
 		t.Errorf("Joins after Forget = %+v", js)
+	}
+}
+
+// One role flooding a join, in as many sessions as it likes, does not
+// outrank a join two roles use once each; among joins of one role each,
+// sessions count before runs.
+func TestProfileWeighsRolesAndSessions(t *testing.T) {
+	p := NewProfile("shop", Limits{})
+	flood := mustAnalyze(t, `SELECT * FROM orders o JOIN victims v ON o.amount = v.id`)
+	real := mustAnalyze(t, `SELECT * FROM orders o JOIN victims v ON o.victim_id = v.id`)
+	wide := mustAnalyze(t, `SELECT * FROM orders o JOIN items i ON i.order_id = o.id`)
+	for i := range 60 {
+		p.AddFrom(flood, Origin{Role: "mallory", Session: strconv.Itoa(i)}, t0, 1)
+	}
+	p.AddFrom(real, Origin{Role: "app", Session: "a1"}, t0, 1)
+	p.AddFrom(real, Origin{Role: "bi", Session: "b1"}, t0, 1)
+	for range 100 {
+		p.AddFrom(wide, Origin{Role: "etl", Session: "e1"}, t0, 1)
+	}
+	var got []string
+	for _, j := range p.Joins() {
+		got = append(got, fmt.Sprintf("%s roles=%d sessions=%d count=%d", j.Join, j.Roles, j.Sessions, j.Count))
+	}
+	want := []string{
+		"orders.victim_id = victims.id roles=2 sessions=2 count=2",
+		"orders.amount = victims.id roles=1 sessions=60 count=60",
+		"items.order_id = orders.id roles=1 sessions=1 count=100",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Joins:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if q := p.Queries(); q[0].Fingerprint != real.Fingerprint || len(q[1].Sessions) != 60 {
+		t.Errorf("Queries = %+v", q)
 	}
 }
 

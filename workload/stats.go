@@ -96,9 +96,12 @@ func (c *Collector) learnStats(b statsBatch) {
 		if delta <= 0 || r.Query == "" {
 			continue
 		}
-		c.learn(observed{database: b.database, role: r.Role, sql: r.Query, at: b.at, runs: delta})
+		c.learn(observed{database: b.database, role: r.Role, sql: r.Query, at: b.at, runs: delta, fromStats: true})
 	}
 	c.lastCalls[b.database] = next
+	if rc := c.relayed[b.database]; rc != nil {
+		rc.age()
+	}
 }
 
 // PgStatStatements reads pg_stat_statements through connections of the

@@ -134,7 +134,7 @@ func TestStatStatementsMissing(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
-	c.Observe("postgres", "app", []byte("SELECT 1 FROM town WHERE name = 'x'"))
+	c.Observe("postgres", "app", 0, []byte("SELECT 1 FROM town WHERE name = 'x'"))
 	deadline := time.Now().Add(time.Minute) // a hang guard only
 	for c.Stats().StatFailures < 3 || c.Stats().Learnt < 1 {
 		if time.Now().After(deadline) {
@@ -151,5 +151,97 @@ func TestStatStatementsMissing(t *testing.T) {
 	}
 	if st := c.Stats(); st.StatReads != 0 {
 		t.Errorf("stats %+v: a read succeeded without the extension", st)
+	}
+}
+
+// TestStatStatementsCountedOnce: statements the relay captured and
+// pg_stat_statements reports are counted once; runs outside the proxy
+// (in pg_stat_statements only) are added; with Roles set, a role not
+// named teaches through neither source.
+func TestStatStatementsCountedOnce(t *testing.T) {
+	pg := statStatementsCluster(t)
+	ctx := context.Background()
+	app, mallory := pgtest.UniqueName(t, "app"), pgtest.UniqueName(t, "mallory")
+	if err := pg.Exec(ctx, "postgres", `
+CREATE TABLE town (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE shop (id int PRIMARY KEY, town_id int NOT NULL, kind text NOT NULL);
+CREATE ROLE `+app+` LOGIN; CREATE ROLE `+mallory+` LOGIN;
+GRANT SELECT ON town, shop TO `+app+`, `+mallory+`;`); err != nil {
+		t.Fatal(err)
+	}
+	conn := func(role string) *pgx.Conn {
+		c, err := pgx.Connect(ctx, pg.URL(role, "", "postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	appConn, malConn := conn(app), conn(mallory)
+	const appSQL = "SELECT s.kind FROM shop s JOIN town t ON t.id = s.town_id WHERE t.name = 'Quito'"
+	const malSQL = "SELECT s.kind FROM shop s JOIN town t ON t.id = s.id"
+
+	src := workload.PgStatStatements{Connect: pg.Connect}
+	for _, tt := range []struct {
+		name    string
+		roles   []string
+		wantApp int64 // runs learnt of appSQL
+		wantMal bool  // malSQL learnt
+	}{
+		{name: "every role teaches", wantApp: 5, wantMal: true},
+		{name: "only the app teaches", roles: []string{app}, wantApp: 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := pg.Exec(ctx, "postgres", "SELECT pg_stat_statements_reset()"); err != nil {
+				t.Fatal(err)
+			}
+			store := workload.NewStore("", workload.Limits{})
+			c := workload.NewCollector(store, workload.CollectorOptions{Stats: src, Roles: tt.roles})
+			read := func() {
+				rows, err := src.Statements(ctx, "postgres")
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.LearnStats("postgres", rows, time.Now())
+			}
+			read()
+			// Three runs through the relay: captured, and in pg_stat_statements.
+			for i := range 3 {
+				c.LearnRelayed("postgres", app, uint64(i+1), appSQL)
+				if _, err := appConn.Exec(ctx, appSQL); err != nil {
+					t.Fatal(err)
+				}
+				c.LearnRelayed("postgres", mallory, 9, malSQL)
+				if _, err := malConn.Exec(ctx, malSQL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read()
+			// Two runs outside the proxy: in pg_stat_statements only.
+			for range 2 {
+				if _, err := appConn.Exec(ctx, appSQL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read()
+			read()
+			p, _ := store.Profile("postgres")
+			var gotApp int64
+			gotMal := false
+			for _, q := range p.Queries() {
+				switch {
+				case strings.Contains(q.Text, "town_id"):
+					gotApp = q.Count
+					if len(q.Sessions) != 3 || len(q.Roles) != 1 {
+						t.Errorf("app's query %+v: want 3 sessions of one role", q)
+					}
+				case len(q.Joins) == 1 && q.Joins[0].String() == "shop.id = town.id":
+					gotMal = true
+				}
+			}
+			if gotApp != tt.wantApp || gotMal != tt.wantMal {
+				t.Errorf("learnt app runs %d, mallory's join %v; want %d, %v (%+v)", gotApp, gotMal, tt.wantApp, tt.wantMal, p.Queries())
+			}
+		})
 	}
 }

@@ -31,6 +31,8 @@ type WorkloadConfig struct {
 	// Deny is a regular expression; statements it matches (raw text,
 	// literals included) are never learnt from.
 	Deny string
+	// Roles, when not empty, are the only roles whose statements teach.
+	Roles []string
 	// Sample is the share of statements captured, in (0, 1].
 	Sample float64
 	// Queue bounds the statements waiting to be learnt; more are dropped.
@@ -102,7 +104,7 @@ func startWorkload(cfg Config, srv *proxy.Server, m *metrics.Metrics, logger *za
 		deny = regexp.MustCompile(w.Deny) // validated with the config
 	}
 	log := logger.Named("workload")
-	opts := workload.CollectorOptions{QueueSize: w.Queue, Sample: w.Sample, Deny: deny, Logger: log}
+	opts := workload.CollectorOptions{QueueSize: w.Queue, Sample: w.Sample, Deny: deny, Roles: w.Roles, Logger: log}
 	if w.StatStatements > 0 {
 		if connect, err := catalogConnector(cfg); err != nil {
 			log.Warn("pg_stat_statements not read: no catalog connection", zap.Error(err))

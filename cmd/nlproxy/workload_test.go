@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +31,12 @@ func TestWorkloadOptions(t *testing.T) {
 	}{
 		{name: "defaults: off", want: WorkloadConfig{MaxQueries: workload.DefaultMaxQueries, MaxAge: Duration(workload.DefaultMaxAge), Sample: 1, Queue: 1024, Examples: 1}},
 		{name: "flags", args: []string{"--learn-workload", "--workload-max-queries", "50", "--workload-max-age", "48h", "--workload-deny", "(?i)payroll", "--workload-sample", "0.25", "--workload-queue", "64",
-			"--workload-stat-statements", "2m", "--workload-examples", "0"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Sample: 0.25, Queue: 64, StatStatements: Duration(2 * time.Minute)}},
+			"--workload-stat-statements", "2m", "--workload-examples", "0", "--workload-roles", "app,etl", "--workload-roles", "report"},
+			want: WorkloadConfig{Learn: true, MaxQueries: 50, MaxAge: Duration(48 * time.Hour), Deny: "(?i)payroll", Roles: []string{"app", "etl", "report"}, Sample: 0.25, Queue: 64, StatStatements: Duration(2 * time.Minute)}},
 		{name: "environment, a flag wins", args: []string{"--workload-queue", "8"},
-			env:  map[string]string{"NLPROXY_LEARN_WORKLOAD": "true", "NLPROXY_WORKLOAD_MAX_QUERIES": "7", "NLPROXY_WORKLOAD_MAX_AGE": "0s", "NLPROXY_WORKLOAD_DENY": "x", "NLPROXY_WORKLOAD_SAMPLE": "0.5", "NLPROXY_WORKLOAD_QUEUE": "99"},
-			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Sample: 0.5, Queue: 8, Examples: 1}},
+			env: map[string]string{"NLPROXY_LEARN_WORKLOAD": "true", "NLPROXY_WORKLOAD_MAX_QUERIES": "7", "NLPROXY_WORKLOAD_MAX_AGE": "0s", "NLPROXY_WORKLOAD_DENY": "x", "NLPROXY_WORKLOAD_SAMPLE": "0.5", "NLPROXY_WORKLOAD_QUEUE": "99",
+				"NLPROXY_WORKLOAD_ROLES": "app"},
+			want: WorkloadConfig{Learn: true, MaxQueries: 7, MaxAge: 0, Deny: "x", Roles: []string{"app"}, Sample: 0.5, Queue: 8, Examples: 1}},
 		{name: "negative examples", args: []string{"--workload-examples", "-1"}, wantErr: "workload-examples"},
 		{name: "bad deny pattern", args: []string{"--workload-deny", "("}, wantErr: "workload-deny"},
 		{name: "sample out of range", args: []string{"--workload-sample", "0"}, wantErr: "workload-sample"},
@@ -53,7 +55,7 @@ func TestWorkloadOptions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Workload != tt.want {
+			if !reflect.DeepEqual(cfg.Workload, tt.want) {
 				t.Errorf("Workload = %+v, want %+v", cfg.Workload, tt.want)
 			}
 		})
@@ -138,7 +140,7 @@ func TestServeLearnsWorkload(t *testing.T) {
 	if err := run(ctx, []string{"workload", "show", "--data-dir", dir, "--database", db}, &out, &errb); err != nil {
 		t.Fatalf("show: %v\n%s", err, errb.String())
 	}
-	for _, want := range []string{db + ": 3 fingerprint(s)", "c.email = $1", "customers.id = orders.customer_id", "total > $1", "customers.country"} {
+	for _, want := range []string{db + ": 3 fingerprint(s)", "t2.email = $1", "customers.id = orders.customer_id", "total > $1", "customers.country"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("show lacks %q:\n%s", want, out.String())
 		}

@@ -71,7 +71,7 @@ INSERT INTO customers VALUES (1, 'a@example.com', 'NL'); INSERT INTO orders VALU
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, want := range []string{"customers.cid = orders.buyer (used by 1 query)", "Queries this database runs", "c.country = $1"} {
+	for _, want := range []string{"customers.cid = orders.buyer (used by 1 query)", "Queries this database runs", "t2.country = $1"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("the SQL prompt lacks %q:\n%s", want, prompt)
 		}
