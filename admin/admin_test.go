@@ -72,6 +72,9 @@ func TestPageAuth(t *testing.T) {
 	asks := NewRecent(10)
 	asks.Add(&proxy.AskRecord{Time: time.Now(), User: "ann", Database: "shop", Question: "<script>alert(1)</script>",
 		Report: &askreport.Report{SQL: "SELECT 1", Stages: []askreport.Stage{{Name: "generate", Note: "picked 1 of 3"}}}})
+	// A call from an agent over MCP is listed among the asks, its tool named.
+	asks.Add(&proxy.AskRecord{Time: time.Now(), User: "bob", Database: "shop", Client: "10.0.0.7", Tool: "query",
+		Report: &askreport.Report{SQL: "SELECT 2", Confidence: -1}})
 	s := &Server{Token: token, Asks: asks, Catalogs: func() []catalog.Status { return []catalog.Status{{Database: "shop", Loaded: true, Tables: 4}} }}
 	h := s.Handler()
 	for _, tc := range []struct {
@@ -102,7 +105,7 @@ func TestPageAuth(t *testing.T) {
 			if strings.Contains(b, "<script>") || !strings.Contains(b, "&lt;script&gt;") {
 				t.Error("question not escaped")
 			}
-			for _, w := range []string{"picked 1 of 3", `<tr class="catalog"><td>shop</td>`} {
+			for _, w := range []string{"picked 1 of 3", `<tr class="catalog"><td>shop</td>`, "<td>10.0.0.7 (MCP query)</td>"} {
 				if !strings.Contains(b, w) {
 					t.Errorf("page lacks %q", w)
 				}

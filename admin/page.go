@@ -115,7 +115,7 @@ code,pre{font-family:ui-monospace,monospace;font-size:.8rem;white-space:pre-wrap
 <td>{{ts $a.Time}}</td>
 <td>{{$a.User}}{{with $a.Report}}{{if .Role}} / {{.Role}}{{end}}{{end}}</td>
 <td>{{$a.Database}}</td>
-<td>{{$a.Client}}</td>
+<td>{{$a.Client}}{{if $a.Tool}} (MCP {{$a.Tool}}){{end}}</td>
 <td class="question">{{$a.Question}}</td>
 <td>{{with $a.Report}}<code class="sql">{{.SQL}}</code>{{end}}</td>
 <td>{{with $a.Report}}{{conf .Confidence}}{{end}}</td>

@@ -24,6 +24,10 @@ import (
 type ConnExecutor struct {
 	Conn *pgconn.PgConn
 	Role string
+	// TruncateBytes keeps the rows that fit in lim.MaxBytes and marks the
+	// result Truncated instead of failing with ErrResultTooLarge: for
+	// answers shown to a client with their caps (MCP), not trial runs.
+	TruncateBytes bool
 }
 
 // Trial implements Executor.
@@ -94,6 +98,10 @@ func (e ConnExecutor) target(ctx context.Context, scope sealed.Scope, stmt guard
 			}
 		}
 		if lim.MaxBytes > 0 && size > lim.MaxBytes {
+			if e.TruncateBytes {
+				out.Truncated = true // size only grows: no later row is kept
+				continue
+			}
 			tooLarge = true
 			continue
 		}

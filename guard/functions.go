@@ -98,6 +98,9 @@ var deniedFunctions = [...]string{
 	"pg_backup_*", "pg_start_backup", "pg_stop_backup",
 	"pg_stat_reset*", "pg_stat_*_reset*", "pg_log_backend_memory_contexts",
 	"pg_import_system_collations", "pg_export_snapshot",
+	// Assign a transaction ID even inside READ ONLY: a flood of them is
+	// wraparound pressure.
+	"txid_current", "pg_current_xact_id",
 	// Write index pages even in a READ ONLY transaction.
 	"brin_summarize_new_values", "brin_summarize_range", "brin_desummarize_range",
 	"gin_clean_pending_list",

@@ -154,6 +154,8 @@ func TestPostgres(t *testing.T) {
 			"SELECT pg_read_file('PG_VERSION')",
 			"SELECT * FROM pg_ls_dir('.')",
 			"SELECT pg_reload_conf()",
+			"SELECT txid_current()",
+			"SELECT pg_current_xact_id()",
 		} {
 			if _, err := readOnly(ctx, conn, sql); err != nil {
 				t.Errorf("%q did not run under READ ONLY (%v); pick another example", sql, err)

@@ -78,6 +78,9 @@ type AskRecord struct {
 	Question   string
 	Report     *askreport.Report // nil when the engine did not get to work (or gave no account)
 	Err        *PgError          // nil when answered
+	// Tool is the MCP tool of a call that came over MCP (ask, query, …);
+	// "" for the wire.
+	Tool string
 }
 
 // Outcome is answered, cached or failed.

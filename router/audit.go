@@ -34,6 +34,7 @@ type auditLine struct {
 	Client           string   `json:"client"`
 	BackendPID       uint32   `json:"backend_pid,omitempty"`
 	Kind             string   `json:"kind"`
+	Tool             string   `json:"mcp_tool,omitempty"`
 	Question         string   `json:"question"`
 	SQL              string   `json:"sql,omitempty"`
 	Outcome          string   `json:"outcome"`
@@ -54,7 +55,7 @@ func (a *AuditLog) Record(r *proxy.AskRecord) error {
 	r = proxy.RedactRecord(r, redact.Policy{Questions: a.RedactQuestions, Literals: a.RedactLiterals})
 	l := auditLine{
 		Time: r.Time.UTC().Format(time.RFC3339Nano), User: r.User, Database: r.Database, Client: r.Client,
-		BackendPID: r.BackendPID, Kind: r.Kind.String(), Question: r.Question, Outcome: r.Outcome(),
+		BackendPID: r.BackendPID, Kind: r.Kind.String(), Tool: r.Tool, Question: r.Question, Outcome: r.Outcome(),
 		DurationMS: r.Duration.Milliseconds(),
 	}
 	if r.Err != nil {

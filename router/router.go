@@ -173,39 +173,10 @@ func (t Translator) checkSize(q string) error {
 
 // report is the engine's account of an answered ask for the proxy's audit
 // log, metrics and admin page.
-func report(res *engine.Result) *askreport.Report {
-	r := &askreport.Report{Role: res.Role, SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Confidence: res.Confidence}
-	addCandidates(r, res.Candidates, res.Chosen)
-	addTrace(r, res.Trace)
-	return r
-}
+func report(res *engine.Result) *askreport.Report { return res.Report() }
 
-// failedReport is the same account of an ask that failed: no SQL, no
-// confidence.
-func failedReport(f *engine.Failed) *askreport.Report {
-	r := &askreport.Report{Role: f.Role, Profile: f.Profile, Confidence: -1}
-	addCandidates(r, f.Candidates, -1)
-	addTrace(r, f.Trace)
-	return r
-}
-
-func addCandidates(r *askreport.Report, cands []*engine.Candidate, chosen int) {
-	for i, c := range cands {
-		r.Candidates = append(r.Candidates, askreport.Candidate{Generator: c.Generator, SQL: c.SQL, Fixes: c.Fixes,
-			Usable: c.Usable, Cluster: c.Cluster, Problem: c.Problem, Chosen: i == chosen})
-	}
-}
-
-func addTrace(r *askreport.Report, tr *engine.Trace) {
-	if tr == nil {
-		return
-	}
-	r.LLMCalls, r.PromptTokens, r.CompletionTokens = tr.LLMCalls()
-	for _, st := range tr.Snapshot() {
-		r.Stages = append(r.Stages, askreport.Stage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
-			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})
-	}
-}
+// failedReport is the same account of an ask that failed.
+func failedReport(f *engine.Failed) *askreport.Report { return f.Report() }
 
 func str(s string) *string { return &s }
 

@@ -14,6 +14,7 @@ local model and relays everything else.
 Usage:
   nlproxy [serve] [flags]                 run the proxy (the default command)
   nlproxy demo [flags]                    throwaway Postgres with a sample database, the proxy in front
+  nlproxy mcp --stdio [flags]             serve one AI agent over MCP on stdin/stdout as a role (docs/mcp.md)
   nlproxy catalog build|show|lookup ...   build, print and query the schema and value catalog
   nlproxy workload show|forget ...        what --learn-workload learnt per database; forget some of it
   nlproxy eval load|run|report|compare    measure accuracy on sql-eval or BIRD through the proxy

@@ -46,6 +46,7 @@ type Config struct {
 	Engine   EngineConfig
 	Ops      OpsConfig
 	Workload WorkloadConfig
+	MCP      MCPConfig
 }
 
 // EngineConfig configures natural-language questions.
@@ -205,6 +206,12 @@ func parseUpstreamEntry(s string) (UpstreamEntry, error) {
 // each as the option table (options.go) describes it.
 // getenv is os.Getenv in production; tests pass their own.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	return loadConfigWith(args, getenv, stderr, nil)
+}
+
+// loadConfigWith is loadConfig with adjust applied after every source and
+// before validation (nlproxy mcp derives settings from others).
+func loadConfigWith(args []string, getenv func(string) string, stderr io.Writer, adjust func(*Config)) (Config, error) {
 	cfg := defaultConfig()
 
 	path := getenv("NLPROXY_CONFIG")
@@ -237,6 +244,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if fs.NArg() > 0 {
 		return cfg, usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if adjust != nil {
+		adjust(&cfg)
 	}
 	return cfg, cfg.validate()
 }
@@ -368,6 +378,9 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Workload.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateMCP(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

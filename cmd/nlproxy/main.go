@@ -50,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, args, stdout, stderr)
+	case "mcp":
+		return runMCP(ctx, args, stdout, stderr)
 	case "catalog":
 		return runCatalog(ctx, args, stdout, stderr)
 	case "workload":
@@ -75,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "-h", "-help", "--help":
 			fmt.Fprint(stdout, usage)
 			return nil
-		case "serve", "demo", "healthcheck":
+		case "serve", "demo", "healthcheck", "mcp":
 			return run(ctx, []string{args[0], "--help"}, stdout, stderr)
 		case "catalog":
 			sub := []string{"--help"}
@@ -187,6 +189,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Info("nlproxy listening on a unix socket", zap.String("path", uln.Addr().String()))
 	}
 	op.start(cfg, srv, parts, token, logger)
+	if cfg.MCP.Listen != "" {
+		stop, err := startMCP(cfg, parts, srv, op.metrics, logger)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	ver, rev := versionInfo()
 	logger.Info("nlproxy listening", zap.String("addr", ln.Addr().String()),
 		zap.Int("upstreams", len(cfg.Upstreams)), zap.String("version", ver), zap.String("commit", rev))

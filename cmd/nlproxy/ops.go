@@ -159,7 +159,9 @@ func setupOps(cfg Config, srv *proxy.Server, stdout, stderr io.Writer, logger *z
 			if o.recent != nil {
 				o.recent.Add(r)
 			}
-			o.metrics.ObserveAsk(askMetrics(r))
+			if r.Tool == "" || r.Kind != proxy.MarkerNone { // MCP's ask and ask_sql are asks
+				o.metrics.ObserveAsk(askMetrics(r))
+			}
 			if o.audit != nil {
 				if err := o.audit.Record(r); err != nil {
 					log.Warn("ask audit line not written", zap.Error(err))

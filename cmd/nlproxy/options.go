@@ -15,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/mcpserver"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/workload"
@@ -309,6 +310,29 @@ func options() []option {
 		{Flag: "catalog-store-poll", Env: env("CATALOG_STORE_POLL"), YAML: "ops.catalog_store_poll", Default: 10 * time.Second,
 			Help:  "how often a replica looks in the catalog store for a snapshot another replica saved",
 			Field: func(c *Config) any { return &c.Ops.CatalogStorePoll }},
+
+		// AI agents over the Model Context Protocol (docs/mcp.md).
+		{Flag: "mcp-listen", Env: env("MCP_LISTEN"), YAML: "mcp.listen",
+			Help:  "serve MCP (Streamable HTTP at /mcp) on this address; agents sign in with HTTP Basic as a database role, checked by the upstream; TLS with --tls-cert/--tls-key, required off loopback; off when empty",
+			Field: func(c *Config) any { return &c.MCP.Listen }},
+		{Flag: "mcp-database", Env: env("MCP_DATABASE"), YAML: "mcp.database", DefaultDoc: "the user's name",
+			Help:  "database of an MCP request whose URL names none (/mcp?database=NAME)",
+			Field: func(c *Config) any { return &c.MCP.Database }},
+		{Flag: "mcp-dsn", Env: env("MCP_DSN"), YAML: "mcp.dsn", DefaultDoc: "the default --upstream URL",
+			Help:  "nlproxy mcp --stdio: libpq URL/DSN of the role the agent acts as (the password in it, PGPASSWORD or ~/.pgpass)",
+			Field: func(c *Config) any { return &c.MCP.DSN }},
+		{Flag: "mcp-max-rows", Env: env("MCP_MAX_ROWS"), YAML: "mcp.max_rows", Default: mcpserver.DefaultMaxRows,
+			Help:  "rows an MCP result returns; more are cut off and the result says so",
+			Field: func(c *Config) any { return &c.MCP.MaxRows }},
+		{Flag: "mcp-max-bytes", Env: env("MCP_MAX_BYTES"), YAML: "mcp.max_bytes", Default: mcpserver.DefaultMaxBytes,
+			Help:  "row data an MCP result returns, bytes; more rows are cut off and the result says so",
+			Field: func(c *Config) any { return &c.MCP.MaxBytes }},
+		{Flag: "mcp-max-sessions", Env: env("MCP_MAX_SESSIONS"), YAML: "mcp.max_sessions", Default: mcpserver.DefaultMaxSessions,
+			Help:  "identities (user, database, password) holding an upstream session for MCP at once; beyond it 53300",
+			Field: func(c *Config) any { return &c.MCP.MaxSessions }},
+		{Flag: "mcp-idle-timeout", Env: env("MCP_IDLE_TIMEOUT"), YAML: "mcp.idle_timeout", Default: mcpserver.DefaultIdleTimeout,
+			Help:  "close an MCP session, and its upstream session, unused this long",
+			Field: func(c *Config) any { return &c.MCP.IdleTimeout }},
 
 		// Workload learning (docs/workload.md).
 		{Flag: "learn-workload", Env: env("LEARN_WORKLOAD"), YAML: "workload.learn",

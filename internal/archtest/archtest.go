@@ -29,7 +29,7 @@ type Rule struct {
 var Rules = []Rule{
 	{From: "proxy/...", Deny: []string{"engine/...", "router/...", "guard/...", "catalog/..."}, Allow: []string{"guard/sealed"},
 		Why: "the relay knows the engine only through its Translator interface, and the guard only through the cgo-free leaf"},
-	{From: "engine/...", Deny: []string{"proxy/...", "router/...", "cmd/..."},
+	{From: "engine/...", Deny: []string{"proxy/...", "router/...", "cmd/...", "mcpserver/..."},
 		Why: "the engine knows nothing of the wire"},
 	{From: "catalog/...", Deny: []string{"engine/...", "proxy/...", "router/...", "cmd/..."},
 		Why: "the catalog sits below the engine"},
@@ -39,9 +39,11 @@ var Rules = []Rule{
 		Why: "the sealed statement and its scopes import internal/pg only (and the type's own package)"},
 	{From: "guard/internal/stmt", Deny: []string{"..."},
 		Why: "the sealed statement type depends on nothing"},
+	{From: "mcpserver/...", Deny: []string{"proxy/...", "router/...", "cmd/..."},
+		Why: "the MCP server sits beside the router: it reaches the engine and the guard directly, never the wire relay"},
 	{From: "workload/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/..."},
 		Why: "what the workload teaches is plain data; the engine reads it through engine/learned, the relay feeds it through proxy.StatementObserver"},
-	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/...", "workload/..."},
+	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/...", "workload/...", "mcpserver/..."},
 		Why: "internal/ is the shared vocabulary at the bottom"},
 }
 

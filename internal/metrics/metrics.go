@@ -52,6 +52,8 @@ type Metrics struct {
 	catTables      *prometheus.GaugeVec
 	catVersion     *prometheus.GaugeVec
 	catLastRefresh *prometheus.GaugeVec
+	mcpCalls       *prometheus.CounterVec
+	mcpSeconds     *prometheus.HistogramVec
 }
 
 // New creates the metrics in a fresh registry, with the Go runtime and
@@ -97,10 +99,14 @@ func New() *Metrics {
 			Help: "Version of the current catalog snapshot (grows on each rebuild)."}, []string{"database"}),
 		catLastRefresh: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "catalog_last_refresh_timestamp_seconds",
 			Help: "When the catalog last checked the database's schema successfully."}, []string{"database"}),
+		mcpCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "mcp_calls_total",
+			Help: "MCP tool calls by tool, outcome (answered, failed) and SQLSTATE (failed only); ask and ask_sql also count in asks_total."}, []string{"tool", "outcome", "sqlstate"}),
+		mcpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "mcp_call_seconds",
+			Help: "Time to answer an MCP tool call, the run of its SQL included.", Buckets: slow}, []string{"tool"}),
 	}
 	reg.MustRegister(m.connsTotal, m.connsRefused, m.upstreamDial, m.asks, m.askSeconds, m.stageSeconds,
 		m.cacheLookups, m.guardRejects, m.llmCalls, m.llmTokens, m.llmSeconds, m.llmInflight, m.llmHealthy,
-		m.catRefreshes, m.catTables, m.catVersion, m.catLastRefresh)
+		m.catRefreshes, m.catTables, m.catVersion, m.catLastRefresh, m.mcpCalls, m.mcpSeconds)
 	return m
 }
 
@@ -318,4 +324,17 @@ func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWorkloadStatReads, prometheus.CounterValue, float64(t.StatReads), "ok")
 	ch <- prometheus.MustNewConstMetric(descWorkloadStatReads, prometheus.CounterValue, float64(t.StatFailures), "failed")
 	ch <- prometheus.MustNewConstMetric(descWorkloadStored, prometheus.GaugeValue, float64(t.Stored))
+}
+
+// ObserveMCPCall records a finished MCP tool call; sqlstate is kept for
+// failed calls only.
+func (m *Metrics) ObserveMCPCall(tool, outcome, sqlstate string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if outcome != "failed" {
+		sqlstate = ""
+	}
+	m.mcpCalls.WithLabelValues(tool, outcome, sqlstate).Inc()
+	m.mcpSeconds.WithLabelValues(tool).Observe(d.Seconds())
 }

@@ -25,6 +25,7 @@ func TestNilMetrics(t *testing.T) {
 	m.LLMOutstanding("s", 1)
 	m.LLMServerUp("s", true)
 	m.CatalogRefresh("db", "rebuilt", 3, 1, time.Now())
+	m.ObserveMCPCall("query", "failed", "42501", time.Millisecond)
 }
 
 func TestRecording(t *testing.T) {
@@ -39,6 +40,9 @@ func TestRecording(t *testing.T) {
 	m.LLMCall("qwen", "http://a", time.Second, 0, 0, errors.New("down"))
 	m.CatalogRefresh("shop", "error", -1, 0, time.Now())
 	m.CatalogRefresh("shop", "rebuilt", 7, 2, time.Unix(1700000000, 0))
+	m.ObserveMCPCall("query", "answered", "", time.Millisecond)
+	m.ObserveMCPCall("query", "failed", "42501", time.Millisecond)
+	m.ObserveMCPCall("ask", "answered", "42501", time.Second) // a SQLSTATE only for failures
 
 	want := `
 # HELP nlproxy_relayed_bytes_total Bytes relayed on client connections, by direction (from_client, to_client).
@@ -67,10 +71,15 @@ nlproxy_guard_rejections_total 1
 # TYPE nlproxy_translation_cache_lookups_total counter
 nlproxy_translation_cache_lookups_total{result="hit"} 1
 nlproxy_translation_cache_lookups_total{result="miss"} 1
+# HELP nlproxy_mcp_calls_total MCP tool calls by tool, outcome (answered, failed) and SQLSTATE (failed only); ask and ask_sql also count in asks_total.
+# TYPE nlproxy_mcp_calls_total counter
+nlproxy_mcp_calls_total{outcome="answered",sqlstate="",tool="ask"} 1
+nlproxy_mcp_calls_total{outcome="answered",sqlstate="",tool="query"} 1
+nlproxy_mcp_calls_total{outcome="failed",sqlstate="42501",tool="query"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
 		"nlproxy_relayed_bytes_total", "nlproxy_asks_total", "nlproxy_llm_calls_total", "nlproxy_catalog_tables",
-		"nlproxy_catalog_last_refresh_timestamp_seconds", "nlproxy_guard_rejections_total", "nlproxy_translation_cache_lookups_total"); err != nil {
+		"nlproxy_catalog_last_refresh_timestamp_seconds", "nlproxy_guard_rejections_total", "nlproxy_translation_cache_lookups_total", "nlproxy_mcp_calls_total"); err != nil {
 		t.Error(err)
 	}
 	// Two registries do not share counters.
