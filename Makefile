@@ -34,13 +34,25 @@ vet:
 
 # Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
 # (seed corpora in each package's testdata/fuzz), and the differential check
-# that nothing the guard accepts calls a user's function on a real server.
+# that nothing the guard accepts calls a user's function on a real server, and
+# that the proxy's own connections (catalog, stats reader, perimeter) call none.
+# The proxy's own connections' target starts a server in each fuzz worker
+# and checks a database per input: FUZZTIME_PG gives it the time to get
+# through its seed corpus and on to new inputs.
 FUZZPKGS ?= ./proxy/ ./guard/ ./integration/asksafety/
+FUZZPKGS_PG ?= ./integration/ownconn/
+FUZZTIME_PG ?= 90s
 fuzz:
 	@for p in $(FUZZPKGS); do \
 		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 			echo "fuzz $$p $$f ($(FUZZTIME))"; \
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
+	done
+	@for p in $(FUZZPKGS_PG); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "fuzz $$p $$f ($(FUZZTIME_PG))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME_PG) -parallel 1 $$p || exit 1; \
 		done; \
 	done
 

@@ -6,6 +6,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
 // Functions is what the SQL guard needs to know of a database beyond its
@@ -25,14 +29,14 @@ type Functions struct {
 }
 
 const builtinFunctionsSQL = `
-SELECT p.proname::text,
+SELECT p.proname::pg_catalog.text,
        max(CASE p.provolatile WHEN 'v' THEN 2 WHEN 's' THEN 1 ELSE 0 END)
 FROM pg_catalog.pg_proc p
-WHERE p.pronamespace = 'pg_catalog'::regnamespace
+WHERE p.pronamespace = 'pg_catalog'::pg_catalog.regnamespace
 GROUP BY p.proname`
 
 const viewsSQL = `
-SELECT n.nspname::text, c.relname::text, pg_catalog.pg_get_viewdef(c.oid)
+SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text, pg_catalog.pg_get_viewdef(c.oid)
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'v'
@@ -41,24 +45,36 @@ WHERE c.relkind = 'v'
 
 // viewDepsSQL lists, for every user view, the relations its rules read.
 const viewDepsSQL = `
-SELECT DISTINCT vn.nspname::text, v.relname::text, rn.nspname::text, r.relname::text, r.relrowsecurity
+SELECT DISTINCT vn.nspname::pg_catalog.text, v.relname::pg_catalog.text, rn.nspname::pg_catalog.text, r.relname::pg_catalog.text, r.relrowsecurity
 FROM pg_catalog.pg_class v
 JOIN pg_catalog.pg_namespace vn ON vn.oid = v.relnamespace
 JOIN pg_catalog.pg_rewrite rw ON rw.ev_class = v.oid
-JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = rw.oid
-  AND d.refclassid = 'pg_catalog.pg_class'::regclass
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND d.objid = rw.oid
+  AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
 JOIN pg_catalog.pg_class r ON r.oid = d.refobjid AND r.oid <> v.oid
 JOIN pg_catalog.pg_namespace rn ON rn.oid = r.relnamespace
 WHERE v.relkind IN ('v', 'm')`
 
 const rowSecuritySQL = `
-SELECT n.nspname::text, c.relname::text
+SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relrowsecurity`
 
 // LoadFunctions reads Functions through q.
 func LoadFunctions(ctx context.Context, q Querier) (*Functions, error) {
+	// One pinned, read-only, bounded transaction (internal/ownconn); a
+	// pgx.Tx of the caller's is used as it is.
+	if b, ok := q.(ownconn.Beginner); ok {
+		if _, isTx := q.(pgx.Tx); !isTx {
+			tx, err := ownconn.BeginRead(ctx, b, pgx.RepeatableRead, introspectBounds)
+			if err != nil {
+				return nil, fmt.Errorf("catalog: functions: %w", err)
+			}
+			defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+			q = tx
+		}
+	}
 	f := &Functions{Builtin: map[string]byte{}, Views: map[string]string{}}
 	rows, err := q.Query(ctx, builtinFunctionsSQL)
 	if err != nil {

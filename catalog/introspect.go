@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
 // IntrospectOptions configure Introspect. Zero values take the defaults.
@@ -38,9 +41,7 @@ func (o IntrospectOptions) withDefaults() IntrospectOptions {
 	return o
 }
 
-type txBeginner interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-}
+func isTx(q Querier) bool { _, ok := q.(pgx.Tx); return ok }
 
 // ErrNoSchemas is returned when no schema is to be read: the role may use
 // none, or none of the listed ones.
@@ -54,16 +55,22 @@ var ErrNoSchemas = errors.New("catalog: no schemas to introspect")
 func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Schema, error) {
 	// One REPEATABLE READ snapshot makes the queries agree with each other
 	// even while DDL runs concurrently. A pgx.Tx is used as it is.
-	if b, ok := conn.(txBeginner); ok {
-		tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	// Every query names what it reads pg_catalog-qualified, and the
+	// transaction is pinned and bounded as ownconn says (see there).
+	if b, ok := conn.(ownconn.Beginner); ok && !isTx(conn) {
+		tx, err := ownconn.BeginRead(ctx, b, pgx.RepeatableRead, introspectBounds)
 		if err != nil {
-			return nil, fmt.Errorf("catalog: begin: %w", err)
+			return nil, fmt.Errorf("catalog: %w", err)
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		conn = tx
 	}
 	opts = opts.withDefaults()
-	schemas, err := usableSchemas(ctx, conn, opts.Schemas)
+	path, err := defaultSearchPath(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := usableSchemas(ctx, conn, opts.Schemas, path)
 	if err != nil {
 		return nil, err
 	}
@@ -75,14 +82,15 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 	if err != nil {
 		return nil, err
 	}
-	usedEnums, err := readColumns(ctx, conn, schemas, s, byOID)
+	disp := displayer(path)
+	usedEnums, err := readColumns(ctx, conn, schemas, s, byOID, disp)
 	if err != nil {
 		return nil, err
 	}
 	if err := readConstraints(ctx, conn, schemas, s, byOID); err != nil {
 		return nil, err
 	}
-	if err := readEnums(ctx, conn, schemas, usedEnums, s); err != nil {
+	if err := readEnums(ctx, conn, schemas, usedEnums, s, disp); err != nil {
 		return nil, err
 	}
 	if !opts.NoStats {
@@ -98,22 +106,22 @@ func Introspect(ctx context.Context, conn Querier, opts IntrospectOptions) (*Sch
 // for system schemas (pg_catalog, pg_toast, pg_temp_N, pg_toast_temp_N);
 // has_schema_privilege is true for any schema a superuser sees.
 const schemasSQL = `
-SELECT n.nspname::text
-FROM pg_namespace n
+SELECT n.nspname::pg_catalog.text
+FROM pg_catalog.pg_namespace n
 WHERE n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema'
-  AND has_schema_privilege(n.oid, 'USAGE')
-  AND (cardinality($1::text[]) = 0 OR n.nspname::text = ANY($1::text[]))
-ORDER BY CASE WHEN cardinality($1::text[]) = 0
-              THEN array_position(current_schemas(false)::text[], n.nspname::text)
-              ELSE array_position($1::text[], n.nspname::text) END NULLS LAST,
+  AND pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+  AND (pg_catalog.cardinality($1::pg_catalog.text[]) = 0 OR n.nspname::pg_catalog.text = ANY($1::pg_catalog.text[]))
+ORDER BY CASE WHEN pg_catalog.cardinality($1::pg_catalog.text[]) = 0
+              THEN pg_catalog.array_position($2::pg_catalog.text[], n.nspname::pg_catalog.text)
+              ELSE pg_catalog.array_position($1::pg_catalog.text[], n.nspname::pg_catalog.text) END NULLS LAST,
          n.nspname`
 
 // usableSchemas returns the schemas to read (see IntrospectOptions.Schemas).
-func usableSchemas(ctx context.Context, conn Querier, only []string) ([]string, error) {
+func usableSchemas(ctx context.Context, conn Querier, only, path []string) ([]string, error) {
 	if only == nil {
 		only = []string{} // a NULL array would make cardinality NULL
 	}
-	rows, err := conn.Query(ctx, schemasSQL, only)
+	rows, err := conn.Query(ctx, schemasSQL, only, path)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: schemas: %w", err)
 	}
@@ -132,14 +140,132 @@ func usableSchemas(ctx context.Context, conn Querier, only []string) ([]string, 
 	return out, nil
 }
 
+// searchPathSQL reads the search_path settings that apply to this role in
+// this database (ALTER ROLE … IN DATABASE, ALTER ROLE, ALTER DATABASE, in
+// that order of precedence) and the role's name. The session's own
+// search_path is pinned (internal/ownconn), so it cannot say which schemas
+// the role's sessions see first.
+const searchPathSQL = `
+SELECT r.rolname::pg_catalog.text,
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = d.oid),
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = r.oid AND s.setdatabase = 0),
+  (SELECT s.setconfig FROM pg_catalog.pg_db_role_setting s WHERE s.setrole = 0 AND s.setdatabase = d.oid)
+FROM pg_catalog.pg_roles r, pg_catalog.pg_database d
+WHERE r.rolname = CURRENT_USER AND d.datname = pg_catalog.current_database()`
+
+// defaultSearchPath is the schema list the role's sessions start with
+// ("$user" expanded); "$user", public when nothing sets it.
+func defaultSearchPath(ctx context.Context, conn Querier) ([]string, error) {
+	rows, err := conn.Query(ctx, searchPathSQL)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: search_path: %w", err)
+	}
+	defer rows.Close()
+	var (
+		user    string
+		configs [3][]string
+	)
+	for rows.Next() {
+		if err := rows.Scan(&user, &configs[0], &configs[1], &configs[2]); err != nil {
+			return nil, fmt.Errorf("catalog: search_path: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("catalog: search_path: %w", err)
+	}
+	setting := `"$user", public`
+found:
+	for _, cfg := range configs {
+		for _, kv := range cfg {
+			if v, ok := strings.CutPrefix(kv, "search_path="); ok {
+				setting = v
+				break found
+			}
+		}
+	}
+	return parseSearchPath(setting, user), nil
+}
+
+// display writes names as the role's sessions would see them. Under the
+// pinned search_path format_type and pg_get_expr qualify every name outside
+// pg_catalog; the prompt has always shown the names of schemas on the role's
+// default path unqualified, so those qualifiers are taken off again. It is
+// display only: nothing here is resolved.
+type display struct{ prefixes []string }
+
+func displayer(path []string) display {
+	var d display
+	for _, s := range path {
+		d.prefixes = append(d.prefixes, quoteIdentIfNeeded(s)+".")
+	}
+	return d
+}
+
+func (d display) name(n string) string {
+	for _, p := range d.prefixes {
+		if rest, ok := strings.CutPrefix(n, p); ok {
+			return rest
+		}
+	}
+	return n
+}
+
+func (d display) expr(e string) string {
+	for _, p := range d.prefixes {
+		e = strings.ReplaceAll(e, "'"+p, "'")
+		e = strings.ReplaceAll(e, "::"+p, "::")
+		e = strings.ReplaceAll(e, " "+p, " ")
+		e = strings.ReplaceAll(e, "("+p, "(")
+		if strings.HasPrefix(e, p) {
+			e = e[len(p):]
+		}
+	}
+	return e
+}
+
+// quoteIdentIfNeeded quotes like quote_ident (keywords aside): plain lower
+// case names stay bare.
+func quoteIdentIfNeeded(s string) string {
+	plain := s != ""
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '$')) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// parseSearchPath splits a search_path setting into schema names: quoted
+// names kept as written, unquoted ones folded to lower case, "$user"
+// replaced by user.
+func parseSearchPath(setting, user string) []string {
+	var out []string
+	for _, part := range strings.Split(setting, ",") {
+		p := strings.TrimSpace(part)
+		switch {
+		case p == `"$user"` || p == "$user":
+			out = append(out, user)
+		case len(p) >= 2 && p[0] == '"' && p[len(p)-1] == '"':
+			out = append(out, strings.ReplaceAll(p[1:len(p)-1], `""`, `"`))
+		case p != "":
+			out = append(out, strings.ToLower(p))
+		}
+	}
+	return out
+}
+
 const relationsSQL = `
-SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text,
-       coalesce(d.description, ''), c.reltuples::int8
-FROM pg_class c
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_class'::regclass AND d.objsubid = 0
+SELECT c.oid, n.nspname::pg_catalog.text, c.relname::pg_catalog.text, c.relkind::pg_catalog.text,
+       coalesce(d.description, ''), c.reltuples::pg_catalog.int8
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_description d ON d.objoid = c.oid AND d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition
-ORDER BY array_position($1::text[], n.nspname::text), c.relname`
+ORDER BY pg_catalog.array_position($1::pg_catalog.text[], n.nspname::pg_catalog.text), c.relname`
 
 // readRelations fills s.Tables and returns oid → index into s.Tables.
 func readRelations(ctx context.Context, conn Querier, schemas []string, s *Schema) (map[uint32]int, error) {
@@ -179,21 +305,21 @@ func readRelations(ctx context.Context, conn Querier, schemas []string, s *Schem
 }
 
 const columnsSQL = `
-SELECT a.attrelid, a.attname::text, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
-       coalesce(pg_get_expr(ad.adbin, ad.adrelid), ''), a.attidentity::text, a.attgenerated::text,
+SELECT a.attrelid, a.attname::pg_catalog.text, pg_catalog.format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
+       coalesce(pg_catalog.pg_get_expr(ad.adbin, ad.adrelid), ''), a.attidentity::pg_catalog.text, a.attgenerated::pg_catalog.text,
        coalesce(d.description, ''), t.typtype = 'e'
-FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
-LEFT JOIN pg_description d ON d.objoid = a.attrelid AND d.classoid = 'pg_class'::regclass AND d.objsubid = a.attnum
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+LEFT JOIN pg_catalog.pg_description d ON d.objoid = a.attrelid AND d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = a.attnum
 WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition
   AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attrelid, a.attnum`
 
 // readColumns fills the tables' columns and returns the enum types used.
-func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int) ([]string, error) {
+func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema, byOID map[uint32]int, disp display) ([]string, error) {
 	rows, err := conn.Query(ctx, columnsSQL, schemas)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: columns: %w", err)
@@ -222,11 +348,12 @@ func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema,
 		if !ok {
 			continue // created between the two queries
 		}
-		s.Tables[i].Columns = append(s.Tables[i].Columns, c)
 		if c.IsEnum && !seen[c.Type] {
 			seen[c.Type] = true
-			enums = append(enums, c.Type)
+			enums = append(enums, c.Type) // as format_type spells it, for enumsSQL
 		}
+		c.Type, c.Default = disp.name(c.Type), disp.expr(c.Default)
+		s.Tables[i].Columns = append(s.Tables[i].Columns, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("catalog: columns: %w", err)
@@ -237,30 +364,30 @@ func readColumns(ctx context.Context, conn Querier, schemas []string, s *Schema,
 // Unique indexes that back no constraint count as unique keys too; partial
 // and expression indexes do not (they constrain only some rows/values).
 const constraintsSQL = `
-SELECT con.conrelid, con.contype::text,
-       array(SELECT a.attname::text FROM unnest(con.conkey) WITH ORDINALITY k(n, o)
-             JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.o),
-       coalesce(rn.nspname::text, ''), coalesce(rc.relname::text, ''),
-       array(SELECT a.attname::text FROM unnest(con.confkey) WITH ORDINALITY k(n, o)
-             JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.o),
-       con.conname::text
-FROM pg_constraint con
-JOIN pg_class c ON c.oid = con.conrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_class rc ON rc.oid = con.confrelid
-LEFT JOIN pg_namespace rn ON rn.oid = rc.relnamespace
+SELECT con.conrelid, con.contype::pg_catalog.text,
+       array(SELECT a.attname::pg_catalog.text FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY k(n, o)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n ORDER BY k.o),
+       coalesce(rn.nspname::pg_catalog.text, ''), coalesce(rc.relname::pg_catalog.text, ''),
+       array(SELECT a.attname::pg_catalog.text FROM pg_catalog.unnest(con.confkey) WITH ORDINALITY k(n, o)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n ORDER BY k.o),
+       con.conname::pg_catalog.text
+FROM pg_catalog.pg_constraint con
+JOIN pg_catalog.pg_class c ON c.oid = con.conrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_class rc ON rc.oid = con.confrelid
+LEFT JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
 WHERE con.contype IN ('p', 'u', 'f') AND n.nspname = ANY($1)
 UNION ALL
 SELECT i.indrelid, 'u',
-       array(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(n, o)
-             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o),
-       '', '', '{}'::text[], ic.relname::text
-FROM pg_index i
-JOIN pg_class c ON c.oid = i.indrelid
-JOIN pg_class ic ON ic.oid = i.indexrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
+       array(SELECT a.attname::pg_catalog.text FROM pg_catalog.unnest(i.indkey::pg_catalog.int2[]) WITH ORDINALITY k(n, o)
+             JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o),
+       '', '', '{}'::pg_catalog.text[], ic.relname::pg_catalog.text
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
+JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE i.indisunique AND NOT i.indisprimary AND i.indexprs IS NULL AND i.indpred IS NULL
-  AND NOT EXISTS (SELECT 1 FROM pg_constraint x WHERE x.conindid = i.indexrelid AND x.contype IN ('p', 'u', 'x'))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint x WHERE x.conindid = i.indexrelid AND x.contype IN ('p', 'u', 'x'))
   AND n.nspname = ANY($1)
 ORDER BY 1, 2, 7`
 
@@ -300,14 +427,14 @@ func readConstraints(ctx context.Context, conn Querier, schemas []string, s *Sch
 }
 
 const enumsSQL = `
-SELECT format_type(t.oid, NULL), array_agg(e.enumlabel::text ORDER BY e.enumsortorder)
-FROM pg_type t
-JOIN pg_enum e ON e.enumtypid = t.oid
-JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE n.nspname = ANY($1) OR format_type(t.oid, NULL) = ANY($2)
+SELECT pg_catalog.format_type(t.oid, NULL), pg_catalog.array_agg(e.enumlabel::pg_catalog.text ORDER BY e.enumsortorder)
+FROM pg_catalog.pg_type t
+JOIN pg_catalog.pg_enum e ON e.enumtypid = t.oid
+JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = ANY($1) OR pg_catalog.format_type(t.oid, NULL) = ANY($2)
 GROUP BY t.oid`
 
-func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Schema) error {
+func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Schema, disp display) error {
 	rows, err := conn.Query(ctx, enumsSQL, schemas, used)
 	if err != nil {
 		return fmt.Errorf("catalog: enums: %w", err)
@@ -321,7 +448,7 @@ func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Sch
 		if err := rows.Scan(&name, &labels); err != nil {
 			return fmt.Errorf("catalog: enums: %w", err)
 		}
-		s.Enums[name] = labels
+		s.Enums[disp.name(name)] = labels
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("catalog: enums: %w", err)
@@ -332,9 +459,9 @@ func readEnums(ctx context.Context, conn Querier, schemas, used []string, s *Sch
 // most_common_vals is anyarray: it is read as its text form and parsed here
 // (a cast to text[] would fail on array-typed columns).
 const statsSQL = `
-SELECT schemaname::text, tablename::text, attname::text, null_frac::float8, n_distinct::float8,
-       most_common_vals::text
-FROM pg_stats
+SELECT schemaname::pg_catalog.text, tablename::pg_catalog.text, attname::pg_catalog.text, null_frac::pg_catalog.float8, n_distinct::pg_catalog.float8,
+       most_common_vals::pg_catalog.text
+FROM pg_catalog.pg_stats
 WHERE schemaname = ANY($1) AND NOT inherited`
 
 func readStats(ctx context.Context, conn Querier, schemas []string, s *Schema, opts IntrospectOptions) error {
@@ -423,3 +550,7 @@ func parseArrayLiteral(s string) []string {
 	}
 	return out
 }
+
+// introspectBounds bound each catalog query: generous, as a database of
+// many thousand tables reads slowly, but never unbounded.
+var introspectBounds = ownconn.Bounds{Statement: 2 * time.Minute}

@@ -34,7 +34,12 @@ type Manager struct {
 	Logger  *zap.Logger
 	// RefreshInterval re-checks the fingerprint periodically (0: never; DDL
 	// seen by the proxy still triggers Refresh).
-	RefreshInterval   time.Duration
+	RefreshInterval time.Duration
+	// MinRefreshGap is the least time between the end of one check and a
+	// check that DDL seen in traffic (Refresh) asks for: any role's DDL
+	// kicks a full rescan, so a burst of it is answered by at most one check
+	// now and one when the gap has passed (0: DefaultMinRefreshGap; <0: none).
+	MinRefreshGap     time.Duration
 	IntrospectOptions IntrospectOptions
 	ValueOptions      valueindex.Options
 	SkipValues        bool
@@ -53,6 +58,10 @@ type Manager struct {
 	// or error) and the
 	// snapshot current afterwards (nil if none): metrics.
 	OnCheck func(database, result string, snap *Snapshot)
+
+	// after is time.After; tests replace it to hold a debounced check
+	// until they release it (export_test.go).
+	after func(time.Duration) <-chan time.Time
 
 	mu      sync.Mutex
 	dbs     map[string]*dbState
@@ -296,6 +305,9 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 		case <-ctx.Done():
 			return
 		case <-st.kick:
+			if !m.debounce(ctx, st) {
+				return
+			}
 			check = true
 		case <-tick:
 			check = true
@@ -303,6 +315,41 @@ func (m *Manager) worker(ctx context.Context, database string, st *dbState) {
 			check = false
 		}
 	}
+}
+
+// DefaultMinRefreshGap is Manager.MinRefreshGap's default.
+const DefaultMinRefreshGap = 30 * time.Second
+
+// debounce holds a Refresh-triggered check until MinRefreshGap has passed
+// since the previous check ended; the kicks that arrive meanwhile are
+// answered by that one check. A database with no snapshot yet (its build
+// failed) is retried at once: an ask is waiting for it. It reports false
+// when ctx ended.
+func (m *Manager) debounce(ctx context.Context, st *dbState) bool {
+	gap := m.MinRefreshGap
+	if gap == 0 {
+		gap = DefaultMinRefreshGap
+	}
+	st.mu.Lock()
+	wait := gap - time.Since(st.checked)
+	st.mu.Unlock()
+	if gap < 0 || wait <= 0 || st.snap.Load() == nil {
+		return true
+	}
+	after := m.after
+	if after == nil {
+		after = time.After
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-after(wait):
+	}
+	select { // covered by the check about to run
+	case <-st.kick:
+	default:
+	}
+	return true
 }
 
 // syncFromStore makes the store's snapshot current when it is newer than

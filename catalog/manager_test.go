@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -41,9 +42,76 @@ func newCountingManager(t *testing.T, dir string, interval time.Duration) (*cata
 		Logger: zaptest.NewLogger(t),
 
 		RefreshInterval: interval,
+		MinRefreshGap:   -1, // these tests kick checks back to back
 	}
 	t.Cleanup(func() { _ = m.Close() })
 	return m, connects
+}
+
+// TestManagerDebouncesDDLRefresh: a burst of DDL, each statement followed by
+// the Refresh the proxy makes for it, is answered by one check when the gap
+// has passed, not one check per statement. The test holds the gap's timer,
+// so nothing here depends on how fast the machine is.
+func TestManagerDebouncesDDLRefresh(t *testing.T) {
+	ctx := context.Background()
+	dbName := pgtest.UniqueName(t, "mgrgap")
+	newDB(t, dbName, mgrSetup)
+	c := env.cluster(t)
+	var checks sync.WaitGroup
+	var mu sync.Mutex
+	var results []string
+	m := &catalog.Manager{
+		Connect:       c.Connect,
+		Logger:        zaptest.NewLogger(t),
+		MinRefreshGap: time.Hour,
+		OnCheck: func(_, result string, _ *catalog.Snapshot) {
+			mu.Lock()
+			results = append(results, result)
+			mu.Unlock()
+			checks.Done()
+		},
+	}
+	timers := make(chan chan time.Time, 64) // every debounce wait, in order
+	catalog.SetRefreshTimer(m, func(time.Duration) <-chan time.Time {
+		tc := make(chan time.Time, 1)
+		timers <- tc
+		return tc
+	})
+	checks.Add(1)
+	if _, err := m.Get(ctx, dbName); err != nil {
+		t.Fatal(err)
+	}
+	checks.Wait() // the first build
+	for i := range 20 {
+		if err := c.Exec(ctx, dbName, fmt.Sprintf("COMMENT ON TABLE cities IS 'burst %d'", i)); err != nil {
+			t.Fatal(err)
+		}
+		m.Refresh(dbName)
+	}
+	tc := <-timers // the worker waits for the gap; every kick since coalesced
+	mu.Lock()
+	n := len(results)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d checks before the gap passed, want only the first build: %v", n, results)
+	}
+	checks.Add(1)
+	tc <- time.Now()
+	checks.Wait() // the one trailing check
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Close waited for the worker: a kick left over from the burst would
+	// have started another wait for the gap.
+	if len(timers) != 0 {
+		t.Errorf("%d more waits for a check after the trailing one; the burst must be answered by one", len(timers))
+	}
+	if len(results) != 2 {
+		t.Errorf("checks: %v, want the first build and one trailing check", results)
+	}
+	if got := m.Current(dbName); got == nil || got.Schema.Table("cities") == nil {
+		t.Fatal("no snapshot after the trailing check")
+	}
 }
 
 // waitFor polls until cond holds; the bound only keeps a broken build from

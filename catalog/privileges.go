@@ -7,14 +7,14 @@ import (
 )
 
 const visibleSQL = `
-SELECT n.nspname::text, c.relname::text, a.attname::text
-FROM pg_class c
-JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_attribute a ON a.attrelid = c.oid
+SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text, a.attname::pg_catalog.text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid
 WHERE n.nspname = ANY($2) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND a.attnum > 0 AND NOT a.attisdropped
-  AND has_schema_privilege($1, n.oid, 'USAGE')
-  AND has_column_privilege($1, c.oid, a.attnum, 'SELECT')`
+  AND pg_catalog.has_schema_privilege($1, n.oid, 'USAGE')
+  AND pg_catalog.has_column_privilege($1, c.oid, a.attnum, 'SELECT')`
 
 // VisibleTo returns the part of s that role may SELECT (table or column
 // privileges, schema USAGE), checked in one query. The catalog is built

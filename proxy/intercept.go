@@ -321,7 +321,7 @@ func (s *session) ask(m Marker) (tr Translation, perr *PgError) {
 			Message: "nlproxy: the question cannot be read in the session's client_encoding (" + s.encoding() + ")",
 			Hint:    "Ask in UTF8 (SET client_encoding = 'UTF8') or in one of the encodings the README lists."}
 	}
-	release, perr := s.srv.acquireAsk(s.clientHost)
+	release, perr := s.srv.acquireAsk(s.user, s.clientHost)
 	if perr != nil {
 		return Translation{}, perr
 	}
@@ -354,6 +354,12 @@ func translatorError(err error) *PgError { return pg.ErrorFor(err) }
 func (s *session) translate(m Marker) (Translation, error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	// A client that goes away cancels its ask at once, so the ask's slots
+	// (MaxAsks, MaxAsksPerClient) are free again (clientgone_linux.go).
+	defer watchClientGone(s.traffic.Conn, func() {
+		s.log.Debug("client went away during an ask; cancelling it")
+		cancel()
+	})()
 	tx := s.sh.startTranslation(cancel)
 	defer s.sh.endTranslation()
 	return s.srv.Translator.Translate(ctx, TranslateRequest{

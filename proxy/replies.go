@@ -35,6 +35,9 @@ const (
 	// one reply is replaced by synth, so proxy-made replies keep their
 	// place in the stream and are skipped after an error like the server's.
 	actSynth
+	// actSpool: the rows of a row-limited ask's run go to a spool (see
+	// spool.go); errors go to the client.
+	actSpool
 )
 
 // expect is one message sent upstream and what to do with its replies.
@@ -42,7 +45,11 @@ type expect struct {
 	msg   byte // frontend message type: P B D E C S Q F
 	act   replyAct
 	synth []byte
-	sink  *sink
+	// synthFn, when set, makes synth when the reply arrives (a spooled
+	// portion: its rows are known only then).
+	synthFn func() []byte
+	sink    *sink
+	spool   *rowSpool
 	// sentinel replaces the server's error to the sentinel statement that
 	// stands in for a failed marker statement.
 	sentinel *PgError
@@ -198,12 +205,20 @@ func (s *session) trackedReply(typ byte, n int) (stop bool, err error) {
 			return false, err
 		}
 		if h.act == actSynth && ends(h.msg, typ) {
-			if _, err := s.cw.Write(h.synth); err != nil {
+			synth := h.synth
+			if h.synthFn != nil {
+				synth = h.synthFn()
+			}
+			if _, err := s.cw.Write(synth); err != nil {
 				return false, err
 			}
 		}
 	case actCapture:
 		if err := s.capture(h.sink, typ, n); err != nil {
+			return false, err
+		}
+	case actSpool:
+		if err := s.spoolReply(h.spool, typ, n); err != nil {
 			return false, err
 		}
 	}

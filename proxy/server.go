@@ -63,8 +63,9 @@ type Server struct {
 	// form is ordinary SQL.
 	AskFuncs AskFuncParser
 	// MaxAsks caps natural-language statements being answered at once by
-	// the whole proxy, MaxAsksPerClient by one client host; over either the
-	// ask fails at once with 53400. Zero means the defaults (32 and 4).
+	// the whole proxy, MaxAsksPerClient by one login role on one client host;
+	// over either the ask fails at once with 53400. Zero means the defaults
+	// (32 and 4).
 	MaxAsks          int
 	MaxAsksPerClient int
 	// OnDDL is called in its own goroutine when a CREATE/ALTER/DROP/COMMENT
@@ -95,7 +96,7 @@ type Server struct {
 	sessions  int                 // sessions past startup, counted against MaxConns
 	keys      map[string]*session // cancelKey(real pid, proxy secret) → session
 	asks      int                 // asks being answered (MaxAsks)
-	asksBy    map[string]int      // … per client host (MaxAsksPerClient)
+	asksBy    map[string]int      // … per role and client host (MaxAsksPerClient)
 	shutdown  bool
 	wg        sync.WaitGroup
 	ended     metrics.RelayTotals // totals of sessions that have ended

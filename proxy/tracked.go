@@ -41,12 +41,14 @@ type askPortal struct {
 	// Execute gets its own read-only savepoint (idle, the batch's implicit
 	// transaction was made read-only at the Bind).
 	perExecute bool
-	// bind, in a transaction block, is the client's Bind, not yet made
+	// bind, in a transaction block, is the client's Bind, never made
 	// upstream: each Execute binds the proxy's own portal inside its
 	// savepoint, which ends it, so no portal of the ask outlives the scope
-	// (FETCH names portals too). A partial Execute (row limit) binds the
-	// client's portal for good, as the rows must resume.
-	bind    *pgproto3.Bind
+	// (FETCH names portals too).
+	bind *pgproto3.Bind
+	// spool: after a partial Execute (row limit) in a transaction block,
+	// the rows its one run inside the scope returned (spool.go).
+	spool   *rowSpool
 	formats []int16 // result formats asked by the Bind (emulated rows)
 	pos     int     // emulated rows already sent
 }
@@ -296,13 +298,8 @@ func (s *session) trackedExecute(n int) error {
 		if err != nil {
 			return err
 		}
-		if p.bind != nil && e.MaxRows > 0 {
-			s.prepareOwn(p.stmt)
-			b := *p.bind
-			b.PreparedStatement = ownName
-			s.send(expect{msg: 'B', act: actDrop}, mustEncode(&b))
-			s.closeOwn()
-			p.bind = nil
+		if p.spool != nil || (p.bind != nil && e.MaxRows > 0) {
+			return s.spooledExecute(p, int(e.MaxRows))
 		}
 		s.injectAll(scope.Enter, nil)
 		if p.bind != nil {

@@ -3,10 +3,13 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
 // StatRow is one row of pg_stat_statements: a statement as the server
@@ -115,31 +118,56 @@ type PgStatStatements struct {
 // ErrNoStatStatements: pg_stat_statements is not installed in the database.
 var ErrNoStatStatements = errors.New("workload: pg_stat_statements is not installed (CREATE EXTENSION pg_stat_statements, with shared_preload_libraries)")
 
-const statStatementsSQL = `SELECT s.queryid, r.rolname, s.query, s.calls
-FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
-WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND s.userid <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+// statSchemaSQL finds the schema holding the extension's view, and checks
+// that what is called pg_stat_statements there is the extension's own
+// member (of an extension a superuser owns), not a relation a user made.
+var statSchemaSQL = `SELECT n.nspname::pg_catalog.text,
+  EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+          WHERE c.relnamespace = e.extnamespace AND c.relname = 'pg_stat_statements'
+            AND ` + ownconn.TrustedObject("'pg_catalog.pg_class'::pg_catalog.regclass", "c.oid") + `)
+FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+WHERE e.extname = 'pg_stat_statements'`
+
+// statStatementsSQL reads the view, qualified by the extension's schema
+// (%s); everything else is pg_catalog's, qualified.
+const statStatementsSQL = `SELECT s.queryid, r.rolname::pg_catalog.text, s.query, s.calls
+FROM %s.pg_stat_statements s JOIN pg_catalog.pg_roles r ON r.oid = s.userid
+WHERE s.dbid = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+  AND s.userid <> (SELECT u.oid FROM pg_catalog.pg_roles u WHERE u.rolname = CURRENT_USER)
   AND s.query <> '<insufficient privilege>' AND s.queryid IS NOT NULL`
 
-// Statements implements StatsSource.
+// ErrUntrustedStatStatements: the relation named pg_stat_statements in
+// the extension's schema is not the extension's.
+var ErrUntrustedStatStatements = errors.New("workload: pg_stat_statements in the extension's schema is not the extension's own view; not read")
+
+// Statements implements StatsSource. It runs in one read-only transaction
+// pinned and bounded as internal/ownconn says.
 func (s PgStatStatements) Statements(ctx context.Context, database string) ([]StatRow, error) {
 	conn, err := s.Connect(ctx, database)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
+	tx, err := ownconn.BeginRead(ctx, conn, "", ownconn.Bounds{Statement: statsTimeout})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	// The view lives in the schema the extension was created in.
-	var schema *string
-	if err := conn.QueryRow(ctx, `SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema); err != nil {
+	var (
+		schema  string
+		trusted bool
+	)
+	if err := tx.QueryRow(ctx, statSchemaSQL).Scan(&schema, &trusted); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, ErrNoStatStatements
 		}
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, false)`, pgx.Identifier{*schema}.Sanitize()+", pg_catalog"); err != nil {
-		return nil, err
+	if !trusted {
+		return nil, ErrUntrustedStatStatements
 	}
-	rows, err := conn.Query(ctx, statStatementsSQL)
+	rows, err := tx.Query(ctx, fmt.Sprintf(statStatementsSQL, pgx.Identifier{schema}.Sanitize()))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +28,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
 // Embedder turns pair questions into vectors (descindex.Embedder).
@@ -52,8 +52,11 @@ type Store struct {
 	pool   *pgxpool.Pool
 	schema string // quoted
 	vector bool
-	emb    Embedder
-	log    *zap.Logger
+	// vecType and vecDist name pgvector's type and cosine distance operator
+	// qualified by the extension's schema (set when vector is).
+	vecType, vecDist string
+	emb              Embedder
+	log              *zap.Logger
 }
 
 var (
@@ -69,6 +72,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog store: %w", err)
 	}
+	// The store's connections are the proxy's own: pinned and bounded as
+	// internal/ownconn says, writing only the store's schema.
+	ownconn.Configure(&cfg.ConnConfig.Config, ownconn.Write, ownconn.Bounds{Statement: time.Minute})
 	if cfg.MaxConns < 4 {
 		cfg.MaxConns = 4 // refresh locks hold a connection each
 	}
@@ -106,11 +112,13 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 		// Where the extension is installed on the server and we may create
 		// it; anywhere else the plain column serves.
 		var available bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')`).Scan(&available); err != nil {
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'vector')`).Scan(&available); err != nil {
 			return fmt.Errorf("catalog store: %w", err)
 		}
 		if available {
-			if _, err := s.pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS vector`); err != nil {
+			// Into the store's own schema when it is created here (an
+			// existing installation stays where it is).
+			if _, err := s.pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+s.schema+`; CREATE EXTENSION IF NOT EXISTS vector SCHEMA `+s.schema); err != nil {
 				s.log.Info("pgvector present but not creatable; embeddings in a plain column", zap.Error(err))
 			}
 		}
@@ -120,16 +128,21 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 		return fmt.Errorf("catalog store: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockKey("migrate", "")); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1)`, lockKey("migrate", "")); err != nil {
 		return fmt.Errorf("catalog store: %w", err)
 	}
-	var hasVector bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')`).Scan(&hasVector); err != nil {
+	var vecSchema *string
+	if err := tx.QueryRow(ctx, `SELECT (SELECT n.nspname::pg_catalog.text FROM pg_catalog.pg_extension e
+		JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector')`).Scan(&vecSchema); err != nil {
 		return fmt.Errorf("catalog store: %w", err)
+	}
+	if vecSchema != nil {
+		q := pgx.Identifier{*vecSchema}.Sanitize()
+		s.vecType, s.vecDist = q+".vector", "OPERATOR("+q+".<=>)"
 	}
 	embType := "real[]"
-	if hasVector && wantVector {
-		embType = "vector"
+	if vecSchema != nil && wantVector {
+		embType = s.vecType
 	}
 	ddl := []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + s.schema,
@@ -138,7 +151,7 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 			version     int NOT NULL,
 			fingerprint text NOT NULL,
 			built_at    timestamptz NOT NULL,
-			saved_at    timestamptz NOT NULL DEFAULT now(),
+			saved_at    timestamptz NOT NULL DEFAULT pg_catalog.now(),
 			data        bytea NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS ` + s.t("translations") + ` (
 			key     text PRIMARY KEY,
@@ -167,11 +180,42 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 	// The column's type decides, whatever this replica wanted: a store
 	// created with pgvector stays so.
 	var colType string
-	if err := tx.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
-		WHERE attrelid = $1::regclass AND attname = 'embedding'`, s.t("pairs")).Scan(&colType); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT t.typname::pg_catalog.text FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+		WHERE a.attrelid = $1::pg_catalog.regclass AND a.attname = 'embedding'`, s.t("pairs")).Scan(&colType); err != nil {
 		return fmt.Errorf("catalog store: %w", err)
 	}
-	s.vector = strings.HasPrefix(colType, "vector")
+	s.vector = colType == "vector" && s.vecType != ""
+	// The store writes only its own schema, and that schema must be this
+	// role's: a schema someone else made first (or tables in it) could
+	// carry their triggers, rules or policies into the store's writes.
+	var ownSchema, ownTables bool
+	if err := tx.QueryRow(ctx, `SELECT n.nspowner = u.oid,
+		NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid AND c.relowner <> u.oid)
+		FROM pg_catalog.pg_namespace n, pg_catalog.pg_roles u
+		WHERE n.oid = $1::pg_catalog.regnamespace AND u.rolname = CURRENT_USER`, s.schema).Scan(&ownSchema, &ownTables); err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	if !ownSchema || !ownTables {
+		return fmt.Errorf("catalog store: schema %s (or a relation in it) is not owned by the store's role; the store writes only a schema of its own", s.schema)
+	}
+	// The store holds data values in clear (docs/deploying.md): say who
+	// else may read it.
+	rows, err := tx.Query(ctx, `SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee)::pg_catalog.text END
+		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+		WHERE c.relnamespace = $1::pg_catalog.regnamespace AND a.grantee <> c.relowner
+		ORDER BY 1`, s.schema)
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	if len(others) > 0 {
+		s.log.Warn("catalog store: other roles may read the store, which holds stored values, questions and SQL with literals in clear",
+			zap.String("schema", s.schema), zap.Strings("roles", others))
+	}
 	return tx.Commit(ctx)
 }
 
@@ -207,7 +251,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap *catalog.Snapshot) error 
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("snapshots")+` (database, version, fingerprint, built_at, data)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (database) DO UPDATE SET version = EXCLUDED.version, fingerprint = EXCLUDED.fingerprint,
-			built_at = EXCLUDED.built_at, data = EXCLUDED.data, saved_at = now()
+			built_at = EXCLUDED.built_at, data = EXCLUDED.data, saved_at = pg_catalog.now()
 		WHERE `+s.t("snapshots")+`.version <= EXCLUDED.version`,
 		snap.Database, snap.Version, snap.Schema.Fingerprint, snap.BuiltAt, buf.Bytes())
 	if err != nil {
@@ -240,7 +284,7 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 	}
 	key := lockKey("refresh", database)
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1)`, key).Scan(&ok); err != nil {
 		conn.Release()
 		return nil, false, fmt.Errorf("catalog store: %w", err)
 	}
@@ -251,7 +295,7 @@ func (s *Store) LockRefresh(ctx context.Context, database string) (func(), bool,
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_catalog.pg_advisory_unlock($1)`, key); err != nil {
 			// The lock may still be held: do not hand this session back.
 			_ = conn.Conn().Close(ctx)
 		}
@@ -267,7 +311,7 @@ func (s *Store) GetTranslation(ctx context.Context, key string) (memory.Translat
 	var t memory.Translation
 	var conf *float64
 	var rewrites []byte
-	err := s.pool.QueryRow(ctx, `SELECT sql, confidence, rewrites FROM `+s.t("translations")+` WHERE key = $1 AND expires > now()`, key).Scan(&t.SQL, &conf, &rewrites)
+	err := s.pool.QueryRow(ctx, `SELECT sql, confidence, rewrites FROM `+s.t("translations")+` WHERE key = $1 AND expires > pg_catalog.now()`, key).Scan(&t.SQL, &conf, &rewrites)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return memory.Translation{}, false, nil
 	}
@@ -308,7 +352,7 @@ func (s *Store) PutTranslation(ctx context.Context, key string, t memory.Transla
 		return fmt.Errorf("catalog store: %w", err)
 	}
 	if key[0]%16 == 0 { // about one write in 16
-		_, _ = s.pool.Exec(ctx, `DELETE FROM `+s.t("translations")+` WHERE expires < now()`)
+		_, _ = s.pool.Exec(ctx, `DELETE FROM `+s.t("translations")+` WHERE expires < pg_catalog.now()`)
 	}
 	return nil
 }
@@ -334,7 +378,7 @@ func (s *Store) AddPair(ctx context.Context, database string, p memory.Pair) err
 	}
 	cast := ""
 	if s.vector {
-		cast = "::vector"
+		cast = "::" + s.vecType
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("pairs")+` (database, qkey, question, sql, source, at, embedding, role)
 		VALUES ($1, $2, $3, $4, $5, $6, $7`+cast+`, $9)
@@ -382,7 +426,7 @@ func (s *Store) SimilarPairs(ctx context.Context, database, question string, k i
 	q := vs[0]
 	if s.vector {
 		rows, err := s.pool.Query(ctx, `SELECT question, sql, source, at, role FROM `+s.t("pairs")+`
-			WHERE database = $1 AND embedding IS NOT NULL ORDER BY embedding <=> $2::vector LIMIT $3`,
+			WHERE database = $1 AND embedding IS NOT NULL ORDER BY embedding `+s.vecDist+` $2::`+s.vecType+` LIMIT $3`,
 			database, pgvector.NewVector(q), k)
 		if err != nil {
 			return nil, fmt.Errorf("catalog store: %w", err)

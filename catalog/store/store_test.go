@@ -58,7 +58,7 @@ func (e *env) open(t *testing.T, opts store.Options) *store.Store {
 // replica is a catalog manager as one proxy replica runs it.
 func (e *env) replica(t *testing.T, s *store.Store) *catalog.Manager {
 	t.Helper()
-	m := &catalog.Manager{Store: s, StorePoll: 20 * time.Millisecond, SkipValues: true,
+	m := &catalog.Manager{Store: s, StorePoll: 20 * time.Millisecond, SkipValues: true, MinRefreshGap: -1,
 		Connect: func(ctx context.Context, database string) (*pgx.Conn, error) { return e.c.Connect(ctx, database) }}
 	t.Cleanup(func() { m.Close() })
 	return m

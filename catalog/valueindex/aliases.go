@@ -92,6 +92,9 @@ func (b *builder) mineRowAliases(ctx context.Context, tx pgx.Tx) []Alias {
 	byTable := map[string][]shaped{}
 	var order []string
 	for _, c := range b.cols {
+		if b.readable[tableKey{c.Schema, c.Table}] == nil {
+			continue
+		}
 		code, name := b.columnShape(c)
 		if !code && !name {
 			continue
@@ -127,7 +130,7 @@ func (b *builder) mineRowAliases(ctx context.Context, tx pgx.Tx) []Alias {
 				}
 				pairs++
 				queries++
-				got, err := readPairs(ctx, tx, cc.col, nc)
+				got, err := readPairs(ctx, tx, b.readable[tableKey{cc.col.Schema, cc.col.Table}], cc.col, nc)
 				if err != nil {
 					if ctx.Err() != nil {
 						return out
@@ -141,7 +144,10 @@ func (b *builder) mineRowAliases(ctx context.Context, tx pgx.Tx) []Alias {
 	return out
 }
 
-func readPairs(ctx context.Context, tx pgx.Tx, code, name colMeta) (out []Alias, err error) {
+// readPairs reads both columns in their own types (no cast: an enum's
+// owner may have made a cast of her own to text), from rel as Build
+// checked it.
+func readPairs(ctx context.Context, tx pgx.Tx, rel *relation, code, name colMeta) (out []Alias, err error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
@@ -153,9 +159,9 @@ func readPairs(ctx context.Context, tx pgx.Tx, code, name colMeta) (out []Alias,
 			err = cerr
 		}
 	}()
-	from := quoteIdent(code.Schema) + "." + quoteIdent(code.Table)
+	from := rel.from(code.Schema, code.Table)
 	c, n := quoteIdent(code.Name), quoteIdent(name.Name)
-	rows, err := sp.Query(ctx, "SELECT DISTINCT "+c+"::text, "+n+"::text FROM "+from+
+	rows, err := sp.Query(ctx, "SELECT DISTINCT "+c+", "+n+" FROM "+from+
 		" WHERE "+c+" IS NOT NULL AND "+n+" IS NOT NULL LIMIT $1", maxAliasRows+1)
 	if err != nil {
 		return nil, err
@@ -166,9 +172,11 @@ func readPairs(ctx context.Context, tx pgx.Tx, code, name colMeta) (out []Alias,
 	var pairs []Alias
 	for rows.Next() {
 		a := Alias{CodeColumn: code.Name, NameColumn: name.Name}
-		if err := rows.Scan(&a.Code, &a.Name); err != nil {
-			return nil, err
+		raw := rows.RawValues()
+		if raw[0] == nil || raw[1] == nil {
+			continue
 		}
+		a.Code, a.Name = strings.TrimRight(string(raw[0]), " "), strings.TrimRight(string(raw[1]), " ")
 		if !codeLike(a.Code) || !nameLike(a.Name) {
 			continue
 		}

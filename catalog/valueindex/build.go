@@ -1,6 +1,7 @@
 package valueindex
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -32,10 +34,6 @@ type Column struct {
 // and pgx.Tx all provide both.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-type txBeginner interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
 type beginner interface {
@@ -73,6 +71,10 @@ type Options struct {
 	// this many values (default 20000): abbreviations name places and
 	// departments, not the millions of rows of a people table.
 	AbbrevMaxColumnValues int
+	// Owners, when set, are the roles whose relations are read; relations
+	// of other owners are skipped (SkipOwner). Empty: every relation the
+	// catalog role may read.
+	Owners []string
 	// Aliases are code↔name pairs given by the operator (or a test); Build
 	// adds those the data shows (see Alias) unless NoAliases is set.
 	Aliases   []Alias
@@ -167,14 +169,29 @@ const (
 	SkipNameLike  = "identifier/url/email/phone-like name"
 	SkipContent   = "identifier/url/email/phone-like content"
 	SkipTimeout   = "statement timeout"
+	// SkipUserCode: reading the relation as the catalog role could run
+	// code a user wrote (a view, a row-level security policy calling a
+	// function that is not built in, a foreign table or partition); or
+	// its owner is not among Options.Owners.
+	SkipUserCode = "reading it could run user code"
+	SkipOwner    = "owner not indexed"
 )
 
 // Build reads the distinct values of the text-like columns among cols and
-// indexes them. All reads run in one READ ONLY transaction with SET LOCAL
-// statement_timeout; each column runs under a savepoint, so a column that
-// fails (timeout, permission) is recorded in Stats and skipped. Rows are
-// streamed straight into the value arena, so memory is bounded by the
-// per-column cap, not the table size.
+// indexes them. All reads run in one READ ONLY transaction pinned by
+// ownconn (search_path, statement and lock timeouts); each table is locked
+// and checked by OID before it is read, and each column runs under a
+// savepoint, so a column that fails (timeout, permission) is recorded in
+// Stats and skipped. Rows are streamed straight into the value arena, so
+// memory is bounded by the per-column cap, not the table size.
+//
+// What is read is decided by the server's catalog at read time, not by
+// cols' type names: a column is read when its type, or the base type of its
+// domain, is a built-in string type (text, varchar, bpchar, name) or a
+// string type of an extension a superuser owns (citext), and it is read in
+// its own type, with no cast, so only built-in (or such an extension's)
+// output functions run. A relation whose reading could run anything a user
+// wrote is skipped and logged (see checkRelation).
 func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index, error) {
 	opts = opts.withDefaults()
 	sens, err := compileAll(opts.SensitivePatterns)
@@ -191,17 +208,26 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 	var tx pgx.Tx
 	needTx := false
 	for _, c := range cols {
-		if !c.IsEnum && textLike(c.Type) {
+		if !c.IsEnum {
 			needTx = true
 			break
 		}
 	}
 	if needTx {
+		bounds := ownconn.Bounds{Statement: opts.StatementTimeout}
 		switch qq := q.(type) {
-		case txBeginner:
-			tx, err = qq.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+		case ownconn.Beginner:
+			tx, err = ownconn.BeginRead(ctx, qq, "", bounds)
 		case beginner:
 			tx, err = qq.Begin(ctx)
+			if err == nil {
+				if _, err = tx.Exec(ctx, "SET TRANSACTION READ ONLY"); err == nil {
+					_, err = tx.Exec(ctx, ownconn.PinLocal(bounds))
+				}
+				if err != nil {
+					_ = tx.Rollback(context.WithoutCancel(ctx))
+				}
+			}
 		default:
 			return nil, ErrNoTransaction
 		}
@@ -209,12 +235,9 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 			return nil, fmt.Errorf("valueindex: begin: %w", err)
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-		ms := strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
-		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = "+ms); err != nil {
-			return nil, fmt.Errorf("valueindex: set statement_timeout: %w", err)
-		}
 	}
 
+	checked := map[tableKey]*relation{}
 	for _, c := range cols {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -223,22 +246,48 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 			b.skip(c.Schema, c.Table, c.Name, reason)
 			continue
 		}
-		b.startColumn(c.Schema, c.Table, c.Name)
 		if c.IsEnum {
+			b.startColumn(c.Schema, c.Table, c.Name)
 			for _, l := range c.EnumLabels[:min(len(c.EnumLabels), opts.MaxValuesPerColumn)] {
 				b.add([]byte(l))
 			}
 			continue
 		}
-		if err := readColumn(ctx, tx, b, c, opts); err != nil {
+		k := tableKey{c.Schema, c.Table}
+		rel, ok := checked[k]
+		if !ok {
+			rel, err = checkRelation(ctx, tx, c.Schema, c.Table, opts)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				rel = &relation{reason: failReason(err)}
+			}
+			checked[k] = rel
+			if rel.reason != "" {
+				opts.Logger.Warn("value index: relation skipped", zap.String("table", c.Schema+"."+c.Table),
+					zap.String("reason", rel.reason))
+			}
+		}
+		if rel.reason != "" {
+			reason := rel.reason
+			if rel.userCode {
+				reason = SkipUserCode + ": " + rel.reason
+			}
+			b.skip(c.Schema, c.Table, c.Name, reason)
+			continue
+		}
+		col, ok := rel.columns[c.Name]
+		if !ok || !col.readable {
+			b.skip(c.Schema, c.Table, c.Name, SkipType)
+			continue
+		}
+		b.startColumn(c.Schema, c.Table, c.Name)
+		if err := readColumn(ctx, tx, b, c, rel, col, opts); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			reason := err.Error()
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == pg.CodeQueryCanceled {
-				reason = SkipTimeout
-			}
+			reason := failReason(err)
 			opts.Logger.Warn("value index: column skipped", zap.String("table", c.Schema+"."+c.Table),
 				zap.String("column", c.Name), zap.Error(err))
 			b.dropColumn(reason)
@@ -250,15 +299,28 @@ func Build(ctx context.Context, q Querier, cols []Column, opts Options) (*Index,
 		}
 	}
 	if tx != nil && !opts.NoAliases {
+		b.readable = map[tableKey]*relation{}
+		for k, r := range checked {
+			if r.reason == "" {
+				b.readable[k] = r
+			}
+		}
 		b.aliases = append(b.aliases, b.mineRowAliases(ctx, tx)...)
 	}
 	return b.finish(), nil
 }
 
-func skipReason(c Column, sens, names []*regexp.Regexp) string {
-	if !c.IsEnum && !textLike(c.Type) {
-		return SkipType
+// failReason is the skip reason of a failed read: SkipTimeout for a
+// statement or lock timeout, else the error.
+func failReason(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == pg.CodeQueryCanceled || pe.Code == pg.CodeLockNotAvailable) {
+		return SkipTimeout
 	}
+	return err.Error()
+}
+
+func skipReason(c Column, sens, names []*regexp.Regexp) string {
 	for _, re := range sens {
 		if re.MatchString(c.Name) {
 			return SkipSensitive
@@ -279,23 +341,153 @@ func skipReason(c Column, sens, names []*regexp.Regexp) string {
 	return ""
 }
 
-// textLike reports whether a format_type() spelling is a scalar string type.
-func textLike(t string) bool {
-	t = strings.ToLower(strings.TrimSpace(t))
-	if strings.HasSuffix(t, "[]") {
-		return false
+type tableKey struct{ schema, table string }
+
+// relation is what checkRelation found of one table: why it is not read
+// (reason, "" when it is), and how each column is read.
+type relation struct {
+	oid      uint32
+	kind     string // pg_class.relkind
+	reason   string
+	userCode bool // reason is that reading could run a user's code
+	columns  map[string]relColumn
+}
+
+type relColumn struct {
+	readable bool
+	bpchar   bool // blank-padded: trailing blanks are trimmed, as a ::text cast would
+}
+
+// Built-in string types, by OID (pg_type.h): text, varchar, bpchar, name.
+const (
+	oidText    = 25
+	oidVarchar = 1043
+	oidBpchar  = 1042
+	oidName    = 19
+)
+
+// relationSQL checks, after the relation is locked (so its kind, policies
+// and columns cannot change before the transaction ends), whether reading
+// it as this role could run code a user wrote:
+//   - views (their definitions) and foreign tables (a server's wrapper) are
+//     never read; a partitioned table is not read when a partition is
+//     foreign;
+//   - a table with row-level security is not read when a policy's
+//     expressions depend on anything but the table itself and trusted
+//     objects (ownconn.TrustedObject), or call a built-in that runs SQL text
+//     or changes settings (query_to_xml and kin, ts_stat, ts_rewrite,
+//     set_config): policies run as the reading role;
+//   - with owners given, a relation owned by another role is not read.
+//
+// $1 is the relation's qualified, quoted name; $2 the owner roles (empty: any).
+var relationSQL = `
+SELECT c.oid, c.relkind::text,
+  CASE
+    WHEN c.relkind NOT IN ('r', 'p', 'm') THEN 'a view or foreign table (relkind ' || c.relkind::text || ')'
+    WHEN c.relkind = 'p' AND EXISTS (
+      SELECT 1 FROM pg_catalog.pg_partition_tree(c.oid) pt JOIN pg_catalog.pg_class pc ON pc.oid = pt.relid
+      WHERE pc.relkind NOT IN ('r', 'p')) THEN 'a partition is a foreign table'
+    WHEN c.relrowsecurity AND EXISTS (
+      SELECT 1 FROM pg_catalog.pg_policy pol
+      JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_policy'::pg_catalog.regclass AND d.objid = pol.oid
+      LEFT JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.refobjid
+      WHERE pol.polrelid = c.oid
+        AND NOT (d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refobjid = c.oid)
+        AND (NOT ` + ownconn.TrustedObject("d.refclassid", "d.refobjid") + `
+             OR p.proname::text LIKE '%to\_xml%' OR p.proname::text IN ('ts_stat', 'ts_rewrite', 'set_config')))
+      THEN 'a row-level security policy calls code that is not built in'
+    ELSE '' END,
+  cardinality($2::pg_catalog.text[]) > 0 AND NOT pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text = ANY ($2::pg_catalog.text[])
+FROM pg_catalog.pg_class c
+WHERE c.oid = pg_catalog.to_regclass($1)`
+
+// columnTypesSQL lists a relation's columns with the base type of each (a
+// domain's, followed through domains over domains) and whether that type is
+// one the value index reads. Virtual generated columns (PostgreSQL 18)
+// compute an expression on every read, so they are never read.
+var columnTypesSQL = `
+WITH RECURSIVE base(attname, attgenerated, typ, depth) AS (
+  SELECT a.attname::pg_catalog.text, a.attgenerated::pg_catalog.text, a.atttypid, 0
+  FROM pg_catalog.pg_attribute a
+  WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT b.attname, b.attgenerated, t.typbasetype, b.depth + 1
+  FROM base b JOIN pg_catalog.pg_type t ON t.oid = b.typ
+  WHERE t.typtype = 'd' AND b.depth < 32
+)
+SELECT b.attname, b.typ::pg_catalog.int8,
+  b.attgenerated NOT IN ('v') AND (b.typ IN (25, 1043, 1042, 19)
+    OR (t.typcategory = 'S' AND t.typtype = 'b' AND ` + ownconn.TrustedObject("'pg_catalog.pg_type'::pg_catalog.regclass", "t.oid") + `))
+FROM base b JOIN pg_catalog.pg_type t ON t.oid = b.typ
+WHERE t.typtype <> 'd'`
+
+// checkRelation locks schema.table (ACCESS SHARE, what the read takes
+// anyway; it runs no code and holds off DDL that would change what is
+// checked) and checks it by OID (relationSQL, columnTypesSQL), under a
+// savepoint so a failure only skips the table.
+func checkRelation(ctx context.Context, tx pgx.Tx, schema, table string, opts Options) (rel *relation, err error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	if i := strings.IndexByte(t, '('); i >= 0 {
-		t = strings.TrimSpace(t[:i])
+	defer func() {
+		if err != nil {
+			_ = sp.Rollback(context.WithoutCancel(ctx))
+		} else if cerr := sp.Commit(ctx); cerr != nil {
+			err = cerr
+		}
+	}()
+	name := qualified(schema, table)
+	if _, err := sp.Exec(ctx, "LOCK TABLE "+name+" IN ACCESS SHARE MODE"); err != nil {
+		return nil, err
 	}
-	if i := strings.LastIndexByte(t, '.'); i >= 0 { // schema-qualified citext
-		t = t[i+1:]
+	owners := opts.Owners
+	if owners == nil {
+		owners = []string{}
 	}
-	switch t {
-	case "text", "character varying", "varchar", "character", "char", "bpchar", "citext", "name", `"char"`:
-		return true
+	rel = &relation{columns: map[string]relColumn{}}
+	var notOwner bool
+	if err := sp.QueryRow(ctx, relationSQL, name, owners).Scan(&rel.oid, &rel.kind, &rel.reason, &notOwner); err != nil {
+		return nil, err
 	}
-	return false
+	if rel.reason != "" {
+		rel.userCode = true
+		return rel, nil
+	}
+	if notOwner {
+		rel.reason = SkipOwner
+		return rel, nil
+	}
+	rows, err := sp.Query(ctx, columnTypesSQL, rel.oid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			col string
+			typ int64
+			ok  bool
+		)
+		if err := rows.Scan(&col, &typ, &ok); err != nil {
+			return nil, err
+		}
+		rel.columns[col] = relColumn{readable: ok, bpchar: typ == oidBpchar}
+	}
+	return rel, rows.Err()
+}
+
+func qualified(schema, table string) string {
+	return quoteIdent(schema) + "." + quoteIdent(table)
+}
+
+// from is the FROM item reading rel: ONLY for a plain table, so that no
+// inheritance child (whose kind was not checked) is read.
+func (rel *relation) from(schema, table string) string {
+	if rel.kind == "r" {
+		return "ONLY " + qualified(schema, table)
+	}
+	return qualified(schema, table)
 }
 
 // snake turns camelCase into snake_case so name patterns see word boundaries
@@ -317,34 +509,24 @@ func snake(s string) string {
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
-func columnQuery(c Column, opts Options, sample bool) string {
-	from := quoteIdent(c.Schema) + "." + quoteIdent(c.Table)
-	if c.Schema == "" {
-		from = quoteIdent(c.Table)
-	}
+func columnQuery(c Column, rel *relation, opts Options, sample bool) string {
+	from := rel.from(c.Schema, c.Table)
 	if sample {
 		pct := 100 * float64(opts.SampleRows) / float64(c.RowEstimate)
 		pct = min(100, max(pct, 0.0001))
 		from += " TABLESAMPLE SYSTEM (" + strconv.FormatFloat(pct, 'f', 4, 64) + ") REPEATABLE (0)"
 	}
 	col := quoteIdent(c.Name)
+	// The column is read in its own type: no cast, so no cast function.
 	// Most frequent values first: the cap keeps the ones people ask about.
-	return "SELECT v FROM (SELECT " + col + "::text AS v FROM " + from + " WHERE " + col + " IS NOT NULL) s" +
-		" WHERE length(v) <= $1 GROUP BY v ORDER BY count(*) DESC, v LIMIT $2"
+	return "SELECT v FROM (SELECT " + col + " AS v FROM " + from + " WHERE " + col + " IS NOT NULL) s" +
+		" WHERE pg_catalog.length(v) <= $1 GROUP BY v ORDER BY pg_catalog.count(*) DESC, v LIMIT $2"
 }
 
 // readColumn streams one column's values into b under a savepoint.
-func readColumn(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts Options) error {
+func readColumn(ctx context.Context, tx pgx.Tx, b *builder, c Column, rel *relation, col relColumn, opts Options) error {
 	sample := c.RowEstimate > opts.SampleThreshold
-	err := readColumnOnce(ctx, tx, b, c, opts, sample)
-	var pe *pgconn.PgError
-	if sample && errors.As(err, &pe) && (pe.Code == pg.CodeFeatureNotSupported || pe.Code == pg.CodeWrongObjectType) {
-		// TABLESAMPLE on a view: read it whole (the timeout still bounds it).
-		b.resetColumn()
-		sample = false
-		err = readColumnOnce(ctx, tx, b, c, opts, false)
-	}
-	if err != nil {
+	if err := readColumnOnce(ctx, tx, b, c, rel, col, opts, sample); err != nil {
 		return err
 	}
 	st := &b.cols[len(b.cols)-1].Stat
@@ -353,7 +535,7 @@ func readColumn(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts Optio
 	return nil
 }
 
-func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts Options, sample bool) (err error) {
+func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, rel *relation, col relColumn, opts Options, sample bool) (err error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("savepoint: %w", err)
@@ -365,7 +547,7 @@ func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts O
 			err = cerr
 		}
 	}()
-	rows, err := sp.Query(ctx, columnQuery(c, opts, sample), opts.MaxValueLen, opts.MaxValuesPerColumn)
+	rows, err := sp.Query(ctx, columnQuery(c, rel, opts, sample), opts.MaxValueLen, opts.MaxValuesPerColumn)
 	if err != nil {
 		return err
 	}
@@ -374,6 +556,9 @@ func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts O
 	checked := false
 	for rows.Next() {
 		v := rows.RawValues()[0]
+		if col.bpchar {
+			v = bytes.TrimRight(v, " ")
+		}
 		b.add(v)
 		if !checked {
 			probe.observe(v)
@@ -396,14 +581,6 @@ func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, opts O
 }
 
 var errContentLike = errors.New(SkipContent)
-
-func (b *builder) resetColumn() {
-	c := &b.cols[len(b.cols)-1]
-	b.rawOff = b.rawOff[:c.Start+1]
-	b.raw = b.raw[:b.rawOff[c.Start]]
-	c.End = c.Start
-	c.Stat.Values = 0
-}
 
 var (
 	reEmail = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$`)

@@ -147,6 +147,9 @@ type builder struct {
 	skipped []ColumnStat
 	raw     []byte
 	rawOff  []uint32
+	// readable are the relations Build checked and may read (mineRowAliases
+	// reads no other).
+	readable map[tableKey]*relation
 }
 
 func newBuilder(cfg config) *builder {

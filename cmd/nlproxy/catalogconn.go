@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -87,11 +88,14 @@ func (cc *catalogConns) config(database string) (*pgx.ConnConfig, error) {
 	return c, nil
 }
 
+// connect opens a catalog connection: the proxy's own, so pinned and
+// read-only from its startup on (internal/ownconn).
 func (cc *catalogConns) connect(ctx context.Context, database string) (*pgx.Conn, error) {
 	c, err := cc.config(database)
 	if err != nil {
 		return nil, err
 	}
+	ownconn.Configure(&c.Config, ownconn.Read, ownconn.Bounds{})
 	return pgx.ConnectConfig(ctx, c)
 }
 
@@ -167,6 +171,7 @@ func probeCatalog(ctx context.Context, cc *catalogConns, database string, logger
 		zap.String("server", net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))))
 	ctx, cancel := context.WithTimeout(ctx, catalogProbeTimeout)
 	defer cancel()
+	ownconn.Configure(&c.Config, ownconn.Read, ownconn.Bounds{Statement: catalogProbeTimeout})
 	conn, err := pgx.ConnectConfig(ctx, c)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -181,9 +186,9 @@ func probeCatalog(ctx context.Context, cc *catalogConns, database string, logger
 	// may read: what introspection and the value index will see.
 	var readable, total int
 	err = conn.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE has_schema_privilege(n.oid, 'USAGE')
-                          AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))),
-       count(*)
+SELECT pg_catalog.count(*) FILTER (WHERE pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+                          AND (pg_catalog.has_table_privilege(c.oid, 'SELECT') OR pg_catalog.has_any_column_privilege(c.oid, 'SELECT'))),
+       pg_catalog.count(*)
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema')

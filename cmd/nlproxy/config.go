@@ -72,10 +72,14 @@ type EngineConfig struct {
 	CatalogDSN    string
 	DataDir       string
 	RefreshEvery  Duration
+	RefreshGap    Duration // least time between DDL-triggered catalog checks
 	Glossary      string
 	// Schemas narrows the catalog to these schemas; empty: every schema the
 	// catalog role may use.
 	Schemas []string
+	// ValueOwners narrows the value index to relations these roles own;
+	// empty: every relation the catalog role may read.
+	ValueOwners []string
 	// AllowFunctions and DenyFunctions adjust the guard's function rule
 	// ("name" or "schema.name", wildcards); the deny-list wins.
 	AllowFunctions []string

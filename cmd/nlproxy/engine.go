@@ -109,8 +109,13 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		Connect:         connect,
 		Logger:          logger.Named("catalog"),
 		RefreshInterval: time.Duration(ec.RefreshEvery),
+		MinRefreshGap:   time.Duration(ec.RefreshGap),
+	}
+	if mgr.MinRefreshGap == 0 { // the option's 0 is "no minimum", the Manager's -1
+		mgr.MinRefreshGap = -1
 	}
 	mgr.IntrospectOptions.Schemas = ec.Schemas // empty: every schema the catalog role may use
+	mgr.ValueOptions.Owners = ec.ValueOwners   // empty: every owner
 	if ec.EmbedModel != "" {
 		emb := llm.NewEmbedder(client, ec.EmbedModel)
 		mgr.DescOptions = descindex.Options{Embedder: emb}

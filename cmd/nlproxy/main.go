@@ -127,6 +127,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer logger.Sync() //nolint:errcheck // nothing useful to do on a failed log flush
+	warnPasswordFlags(logger, passwordFlags(args))
 	srv, err := newServer(cfg, logger)
 	if err != nil {
 		return err

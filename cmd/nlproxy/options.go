@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
@@ -184,12 +185,18 @@ func options() []option {
 		{Flag: "catalog-refresh", Env: env("CATALOG_REFRESH"), YAML: "engine.catalog_refresh", Default: 10 * time.Minute,
 			Help:  "how often the catalog re-checks the schema; DDL seen by the proxy also triggers it; 0 = only on DDL",
 			Field: func(c *Config) any { return &c.Engine.RefreshEvery }},
+		{Flag: "catalog-refresh-gap", Env: env("CATALOG_REFRESH_GAP"), YAML: "engine.catalog_refresh_gap", Default: catalog.DefaultMinRefreshGap,
+			Help:  "least time between the end of one catalog check and one that DDL seen in traffic triggers: any role's DDL asks for a rescan, so a burst is answered by one rescan now and one when the gap has passed; 0 = no minimum",
+			Field: func(c *Config) any { return &c.Engine.RefreshGap }},
 		{Flag: "glossary", Env: env("GLOSSARY"), YAML: "engine.glossary",
 			Help:  "optional YAML glossary of business terms",
 			Field: func(c *Config) any { return &c.Engine.Glossary }},
 		{Flag: "schemas", Env: env("SCHEMAS"), YAML: "engine.schemas", DefaultDoc: "every schema the catalog role may use",
 			Help:  "comma-separated schemas the catalog covers, spelled as stored (Sales EU, not \"Sales EU\")",
 			Field: func(c *Config) any { return &c.Engine.Schemas }},
+		{Flag: "value-owners", Env: env("VALUE_OWNERS"), YAML: "engine.value_owners", DefaultDoc: "every owner",
+			Help:  "comma-separated roles whose tables the value index reads stored values from; tables of other owners keep their schema but no values (docs/catalog.md)",
+			Field: func(c *Config) any { return &c.Engine.ValueOwners }},
 		{Flag: "allow-function", Env: env("ALLOW_FUNCTIONS"), YAML: "engine.allow_functions",
 			Help:  "comma-separated functions generated SQL may call beyond non-volatile built-ins: name (found through search_path) or schema.name, wildcards allowed; repeatable",
 			Field: func(c *Config) any { return &c.Engine.AllowFunctions },
@@ -214,7 +221,7 @@ func options() []option {
 			Help:  "questions the proxy answers at once; more fail with 53400",
 			Field: func(c *Config) any { return &c.Engine.MaxAsks }},
 		{Flag: "max-asks-per-client", Env: env("MAX_ASKS_PER_CLIENT"), YAML: "engine.max_asks_per_client", Default: 4,
-			Help:  "questions one client host may have answered at once",
+			Help:  "questions one login role may have answered at once from one client host (other roles on the same host count apart)",
 			Field: func(c *Config) any { return &c.Engine.MaxAsksPerClient }},
 		{Flag: "profile", Env: env("PROFILE"), YAML: "engine.profile", Default: engine.ProfileFast,
 			Help:  "default profile: fast, balanced or max; an ask may name its own, /* ask(max): … */",
@@ -305,7 +312,7 @@ func options() []option {
 			Help:  "comma-separated: question (a digest instead of the text), literals (constants in the SQL become $1…; quoted text and numbers in the question, errors and notes become ?); applies to the audit log, the engine's log lines and the admin page",
 			Field: func(c *Config) any { return &c.Ops.AuditRedact }},
 		{Flag: "catalog-store", Env: env("CATALOG_STORE"), YAML: "ops.catalog_store", DefaultDoc: "each proxy keeps its own",
-			Help:  "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs",
+			Help:  "Postgres URL of a catalog store shared by proxy replicas: snapshots (one replica refreshes at a time), translation cache, remembered pairs; it holds stored values and SQL with literals in clear, outside --audit-redact: keep other roles from it (docs/deploying.md)",
 			Field: func(c *Config) any { return &c.Ops.CatalogStore }},
 		{Flag: "catalog-store-poll", Env: env("CATALOG_STORE_POLL"), YAML: "ops.catalog_store_poll", Default: 10 * time.Second,
 			Help:  "how often a replica looks in the catalog store for a snapshot another replica saved",

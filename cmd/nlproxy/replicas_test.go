@@ -131,7 +131,7 @@ INSERT INTO orders SELECT g, g * 10 FROM generate_series(1, 7) g;`); err != nil 
 		return "```sql\nSELECT count(*) FROM orders\n```"
 	}})
 	common := []string{"--upstream", c.DSN(db), "--ollama-host", fake.URL(), "--model", opsModel,
-		"--catalog-store", c.DSN(storeDB), "--catalog-store-poll", "100ms", "--catalog-refresh", "0"}
+		"--catalog-store", c.DSN(storeDB), "--catalog-store-poll", "100ms", "--catalog-refresh", "0", "--catalog-refresh-gap", "0"}
 	p1 := startReplica(t, bin, common...)
 	p2 := startReplica(t, bin, common...)
 	for _, p := range []*replicaProc{p1, p2} {

@@ -239,7 +239,7 @@ func TestServeReadsStatStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close(cctx)
-		if err := c.QueryRow(cctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE '%pg_stat_statements s JOIN pg_roles%' AND query NOT LIKE '%coalesce%'`).Scan(&n); err != nil {
+		if err := c.QueryRow(cctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE '%pg_stat_statements s JOIN pg_catalog.pg_roles%' AND query NOT LIKE '%coalesce%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
 // perimeterSQL reads, as the authenticator on the target database, what
@@ -44,7 +46,16 @@ const nameOID = 19
 func perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// The check runs as ownconn says of the proxy's own connections: a
+	// READ ONLY transaction, resolution pinned, statement and lock timeouts,
+	// ended before anything else runs on the connection.
+	if _, err := conn.Exec(ctx, "BEGIN READ ONLY; "+ownconn.PinLocal(ownconn.Bounds{Statement: 10 * time.Second})).ReadAll(); err != nil {
+		return "", fmt.Errorf("ask(all): perimeter check: %w", err)
+	}
 	res := conn.ExecParams(ctx, perimeterSQL, [][]byte{[]byte(login)}, []uint32{nameOID}, nil, nil).Read()
+	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll(); err != nil && res.Err == nil {
+		res.Err = err
+	}
 	if res.Err != nil {
 		return "", fmt.Errorf("ask(all): perimeter check: %w", res.Err)
 	}
@@ -81,4 +92,11 @@ func perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason s
 		return fmt.Sprintf("it is at its connection limit (%d)", lim[1]), nil
 	}
 	return "", nil
+}
+
+// Perimeter is perimeter for callers outside the package: the tests that
+// check the proxy's own connections (integration/ownconn) run it against
+// a database full of users' look-alike objects.
+func Perimeter(ctx context.Context, conn *pgconn.PgConn, login string) (reason string, err error) {
+	return perimeter(ctx, conn, login)
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -100,9 +101,12 @@ func ParseHost(s string) (*url.URL, error) {
 	case scheme == "https":
 		defaultPort = "443"
 	default:
-		return nil, fmt.Errorf("llm: ollama host %q: unsupported scheme %q", s, scheme)
+		return nil, fmt.Errorf("llm: ollama host %q: unsupported scheme %q", DisplayHost(s), scheme)
 	}
 	hostport, path, _ := strings.Cut(hostport, "/")
+	if strings.Contains(hostport, "@") {
+		return nil, fmt.Errorf("llm: model server %s: %w", DisplayHost(s), ErrCredentialsInURL)
+	}
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		// No port: the whole thing is a host (maybe a bracketed IPv6).
@@ -122,13 +126,42 @@ func ParseHost(s string) (*url.URL, error) {
 		port = defaultPort
 	}
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return nil, fmt.Errorf("llm: ollama host %q: invalid port %q", s, port)
+		return nil, fmt.Errorf("llm: ollama host %q: invalid port %q", DisplayHost(s), port)
 	}
 	u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port)}
 	if path != "" {
 		u.Path = "/" + path
 	}
 	return u, nil
+}
+
+// ErrCredentialsInURL: a model server URL with user information
+// (http://user:password@host). The URL is printed in logs, /metrics and
+// /readyz, and a flag shows in the process list, so a password there would
+// leak; nlproxy refuses it rather than print or send it.
+var ErrCredentialsInURL = errors.New("credentials in the URL are not supported (they would show in logs, metrics and the process list); " +
+	"give a bearer token with --llm-api-key-file or NLPROXY_LLM_API_KEY, or let a reverse proxy on the model server's side add them")
+
+// DisplayHost is a model server address as messages may print it: any user
+// information (user:password@) is left out.
+func DisplayHost(s string) string {
+	s = strings.TrimSpace(s)
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		scheme, rest = "", s
+	}
+	hostport, path, hasPath := strings.Cut(rest, "/")
+	if i := strings.LastIndexByte(hostport, '@'); i >= 0 {
+		hostport = hostport[i+1:]
+	}
+	out := hostport
+	if ok {
+		out = scheme + "://" + out
+	}
+	if hasPath {
+		out += "/" + path
+	}
+	return out
 }
 
 // model resolves the model for a request.

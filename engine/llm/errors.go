@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // Error kinds, checked with errors.Is. Every error returned by this package's
@@ -102,3 +106,37 @@ func (e *Error) Unwrap() []error {
 func pullHint(model string) string {
 	return fmt.Sprintf("run `ollama pull %s`", model)
 }
+
+// scrub removes credentials from what a server answered with before the
+// error is logged or reaches anyone: a server (or a proxy in front of it)
+// that echoes the request's Authorization header in its error body would
+// otherwise put the API key into the log and the client's error.
+func scrub(err error, apiKey string) error {
+	var se api.StatusError
+	if errors.As(err, &se) {
+		se.Status = redact.Credentials(se.Status, apiKey)
+		se.ErrorMessage = redact.Credentials(se.ErrorMessage, apiKey)
+		return se
+	}
+	var ae api.AuthorizationError
+	if errors.As(err, &ae) {
+		ae.Status = redact.Credentials(ae.Status, apiKey)
+		ae.SigninURL = redact.Credentials(ae.SigninURL, apiKey)
+		return ae
+	}
+	if s := err.Error(); redact.Credentials(s, apiKey) != s {
+		// Transport errors quote URLs; keep the kind, not the text.
+		return &scrubbed{msg: redact.Credentials(s, apiKey), err: err}
+	}
+	return err
+}
+
+// scrubbed is an error whose text had credentials removed; errors.Is and
+// errors.As still see the cause (classify needs its type).
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }

@@ -293,7 +293,7 @@ func (c *caller) retry(ctx context.Context, op, model, step string, fn func(cont
 			// The caller gave up: never retry, and say so plainly.
 			return attempt, fmt.Errorf("llm %s %s: %w", op, model, context.Cause(ctx))
 		}
-		e := classify(err, timedOut)
+		e := classify(scrub(err, c.cfg.APIKey), timedOut)
 		e.Op, e.Model, e.Step, e.Attempts = op, model, step, attempt
 		if errors.Is(e.Kind, ErrModelMissing) {
 			e.Hint = c.missingHint(model)

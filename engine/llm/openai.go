@@ -17,6 +17,8 @@ import (
 
 	"github.com/ollama/ollama/api"
 	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // OpenAIClient is a Client for an OpenAI-compatible server (llama.cpp's
@@ -192,7 +194,7 @@ func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *C
 	var content strings.Builder
 	add := func(ch *oaChunk) error {
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
-			return api.StatusError{StatusCode: http.StatusInternalServerError, ErrorMessage: errorMessage(ch.Error)}
+			return api.StatusError{StatusCode: http.StatusInternalServerError, ErrorMessage: redact.Credentials(errorMessage(ch.Error), c.cfg.APIKey)}
 		}
 		if ch.Model != "" {
 			out.Model = ch.Model
@@ -399,7 +401,7 @@ func (c *OpenAIClient) do(ctx context.Context, method, path string, body []byte)
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-		return nil, api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: errorMessage(msg)}
+		return nil, api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status, ErrorMessage: redact.Credentials(errorMessage(msg), c.cfg.APIKey)}
 	}
 	return resp, nil
 }

@@ -73,7 +73,7 @@ func NewPool(cfg Config, hosts []string, m *metrics.Metrics) (*Pool, error) {
 		c.Host = h
 		mc, err := NewBackend(c)
 		if err != nil {
-			return nil, fmt.Errorf("model server %q: %w", h, err)
+			return nil, fmt.Errorf("model server %q: %w", DisplayHost(h), err)
 		}
 		name := mc.BaseURL()
 		if seen[name] {

@@ -18,11 +18,13 @@ import (
 
 // differential is a session of mallory's (see resolutionDDL) with its
 // temporary stand-ins, the guard options an ask of that session seals with,
-// and the counter every function of mallory's bumps.
+// and where every call of mallory's functions shows (the server log).
 type differential struct {
-	admin *pgx.Conn
-	conn  *pgconn.PgConn
-	opts  guard.Options
+	cluster *pgtest.Cluster
+	db      string
+	admin   *pgx.Conn
+	conn    *pgconn.PgConn
+	opts    guard.Options
 }
 
 func newDifferential(tb testing.TB) *differential {
@@ -40,9 +42,9 @@ func newDifferential(tb testing.TB) *differential {
 	if err := cluster.Exec(ctx, db, fmt.Sprintf(resolutionDDL, db)+`
 SET ROLE mallory;
 CREATE FUNCTION mallory.lower(public.ledger) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN 'x'; END $$;
+BEGIN RAISE WARNING 'mallory-called %', pg_catalog.current_database(); RETURN 'x'; END $$;
 CREATE FUNCTION mallory.to_text(mallory.mood) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN 'ok'; END $$;
+BEGIN RAISE WARNING 'mallory-called %', pg_catalog.current_database(); RETURN 'ok'; END $$;
 CREATE CAST (mallory.mood AS text) WITH FUNCTION mallory.to_text(mallory.mood) AS IMPLICIT;
 CREATE TABLE mallory.notes (id int, c mallory.checked_text, n int);
 RESET ROLE;`); err != nil {
@@ -74,21 +76,11 @@ RESET ROLE;`); err != nil {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &differential{admin: admin, conn: conn, opts: guard.Options{Catalog: snap.Functions, Names: names}}
+	checkCallDetector(tb, cluster, admin, db)
+	return &differential{cluster: cluster, db: db, admin: admin, conn: conn, opts: guard.Options{Catalog: snap.Functions, Names: names}}
 }
 
-func (d *differential) calls(tb testing.TB) int64 {
-	tb.Helper()
-	var n int64
-	var called bool
-	if err := d.admin.QueryRow(context.Background(), "SELECT last_value, is_called FROM mallory.calls").Scan(&n, &called); err != nil {
-		tb.Fatal(err)
-	}
-	if !called {
-		return 0
-	}
-	return n
-}
+func (d *differential) calls(tb testing.TB) int64 { return mallorysCalls(tb, d.cluster, d.db) }
 
 // check seals sql with the session's options; when the guard accepts it,
 // it runs as a trial on mallory's session, and no function of mallory's

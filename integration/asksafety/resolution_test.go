@@ -42,21 +42,21 @@ SET ROLE mallory;
 CREATE SEQUENCE mallory.calls;
 CREATE FUNCTION mallory.touch(public.ledger) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_catalog.nextval('mallory.calls');
+  RAISE WARNING 'mallory-called %%', pg_catalog.current_database();
   PERFORM pg_catalog.pg_advisory_lock(4242);
   PERFORM pg_catalog.set_config('mallory.flag', 'set', false);
   RETURN 1;
 END $$;
 CREATE FUNCTION mallory.chk(text) RETURNS bool LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN true; END $$;
+BEGIN RAISE WARNING 'mallory-called %%', pg_catalog.current_database(); RETURN true; END $$;
 CREATE DOMAIN mallory.checked_text AS text CHECK (mallory.chk(VALUE));
 CREATE TYPE mallory.mood AS ENUM ('ok');
 CREATE FUNCTION mallory.to_mood(int) RETURNS mallory.mood LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN 'ok'; END $$;
+BEGIN RAISE WARNING 'mallory-called %%', pg_catalog.current_database(); RETURN 'ok'; END $$;
 CREATE CAST (int AS mallory.mood) WITH FUNCTION mallory.to_mood(int) AS IMPLICIT;
 CREATE TABLE mallory.diary (id int, m mallory.mood);
 CREATE FUNCTION mallory.eq(oid, oid) RETURNS bool LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN true; END $$;
+BEGIN RAISE WARNING 'mallory-called %%', pg_catalog.current_database(); RETURN true; END $$;
 CREATE OPERATOR mallory.= (LEFTARG = oid, RIGHTARG = oid, FUNCTION = mallory.eq);
 SET search_path = mallory, pg_catalog, public;
 CREATE VIEW mallory.eqview AS SELECT id FROM public.ledger WHERE 1::oid = 2::oid;
@@ -75,7 +75,7 @@ ANALYZE;
 const sessionDDL = `
 CREATE TYPE pg_temp.mood2 AS ENUM ('x');
 CREATE FUNCTION mallory.to_mood2_%[1]s(int) RETURNS pg_temp.mood2 LANGUAGE plpgsql AS $$
-BEGIN PERFORM pg_catalog.nextval('mallory.calls'); RETURN 'x'; END $$;
+BEGIN RAISE WARNING 'mallory-called %%', pg_catalog.current_database(); RETURN 'x'; END $$;
 CREATE CAST (int AS pg_temp.mood2) WITH FUNCTION mallory.to_mood2_%[1]s(int);
 CREATE TEMP TABLE ledger (id int, owner pg_catalog.text, motto pg_catalog.text);
 INSERT INTO ledger VALUES (1, 'temp-shadow', 'temp-shadow');
@@ -146,18 +146,8 @@ func TestResolutionIsPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	calls := func(t *testing.T) int64 {
-		t.Helper()
-		var n int64
-		var called bool
-		if err := admin.QueryRow(ctx, "SELECT last_value, is_called FROM mallory.calls").Scan(&n, &called); err != nil {
-			t.Fatal(err)
-		}
-		if !called {
-			return 0
-		}
-		return n
-	}
+	calls := func(t *testing.T) int64 { return mallorysCalls(t, f.cluster, db) }
+	checkCallDetector(t, f.cluster, admin, db)
 
 	rules := []fakeollama.Rule{{Name: "keywords", PromptContains: []string{keywordsPrompt},
 		Reply: `{"keywords": ["ledger", "owner", "cases"], "entities": ["zanzibar columsecret", "ozymandias rowsecet"]}`}}

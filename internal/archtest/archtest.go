@@ -43,6 +43,8 @@ var Rules = []Rule{
 		Why: "the MCP server sits beside the router: it reaches the engine and the guard directly, never the wire relay"},
 	{From: "workload/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/..."},
 		Why: "what the workload teaches is plain data; the engine reads it through engine/learned, the relay feeds it through proxy.StatementObserver"},
+	{From: "internal/ownconn", Deny: []string{"..."},
+		Why: "how the proxy runs its own connections is one leaf that the catalog, the workload reader, ask(all) and the store all import"},
 	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/...", "workload/...", "mcpserver/..."},
 		Why: "internal/ is the shared vocabulary at the bottom"},
 }

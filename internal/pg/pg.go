@@ -55,6 +55,7 @@ const (
 	CodeUndefinedTable             = "42P01"
 	CodeDuplicateDatabase          = "42P04"
 	CodeDuplicatePreparedStatement = "42P05"
+	CodeLockNotAvailable           = "55P03"
 	CodeInsufficientResources      = "53000"
 	CodeTooManyConnections         = "53300"
 	CodeConfigurationLimitExceeded = "53400"
