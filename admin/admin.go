@@ -27,6 +27,9 @@ import (
 type Check struct {
 	Name  string // upstream, catalog, ollama
 	Check func(ctx context.Context) error
+	// Notes, when set, are said under a passing check: what works, but not
+	// as the operator may expect (a model whose system prompt is folded).
+	Notes func() []string
 }
 
 // Server is the admin HTTP handler. Set the fields before Handler.
@@ -95,6 +98,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "%s: %v\n", c.Name, errs[i])
 		} else {
 			fmt.Fprintf(&b, "%s: ok\n", c.Name)
+			if c.Notes != nil {
+				for _, n := range c.Notes() {
+					fmt.Fprintf(&b, "%s: note: %s\n", c.Name, n)
+				}
+			}
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

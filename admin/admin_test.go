@@ -45,10 +45,15 @@ func TestReadyz(t *testing.T) {
 		want   []string
 	}{
 		{"none", nil, 200, []string{"ready"}},
-		{"all ok", []Check{{"upstream", ok}, {"catalog", ok}}, 200, []string{"ready", "upstream: ok", "catalog: ok"}},
-		{"one missing", []Check{{"upstream", ok}, {"ollama", func(context.Context) error { return errors.New("connection refused") }}},
+		{"all ok", []Check{{Name: "upstream", Check: ok}, {Name: "catalog", Check: ok}}, 200, []string{"ready", "upstream: ok", "catalog: ok"}},
+		{"one missing", []Check{{Name: "upstream", Check: ok}, {Name: "ollama", Check: func(context.Context) error { return errors.New("connection refused") }}},
 			503, []string{"not ready", "upstream: ok", "ollama: connection refused"}},
-		{"slow check times out", []Check{{"catalog", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}},
+		// A note under a passing check: the model's system prompt is folded.
+		{"ok with a note", []Check{{Name: "ollama", Check: ok, Notes: func() []string {
+			return []string{"model base has no chat template: the system prompt is folded into the user message"}
+		}}},
+			200, []string{"ready", "ollama: ok", "ollama: note: model base has no chat template: the system prompt is folded into the user message"}},
+		{"slow check times out", []Check{{Name: "catalog", Check: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}},
 			503, []string{"catalog: context deadline exceeded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

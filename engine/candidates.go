@@ -61,6 +61,7 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			a.progress("generating candidate %d/%d", i+1, len(gens))
 			out, err := e.runGenerator(ctx, a, g)
 			if err != nil {
 				mu.Lock()
@@ -91,8 +92,12 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 // returned error is for failures of the ask itself (model server, session).
 func (e *Engine) runGenerator(ctx context.Context, a *ask, g Generator) ([]*Candidate, error) {
 	st := a.trace.begin("generate")
+	m := e.model(a, st, llm.RoleGenerator)
+	if ad, ok := g.(adaptiveGenerator); ok {
+		g = ad.pick(ctx, m) // the candidate is named after the one that ran
+	}
 	st.Note = g.Name()
-	sqls, err := g.Generate(ctx, &a.in, e.model(a, st, llm.RoleGenerator), runner{e, a})
+	sqls, err := g.Generate(ctx, &a.in, m, runner{e, a})
 	a.trace.end(st)
 	var reason string
 	switch {
@@ -141,6 +146,7 @@ func (e *Engine) choose(ctx context.Context, a *ask, cands []*Candidate) (*Resul
 	winner := 0
 	var choice *Choice
 	if len(clusters) > 1 && a.profile.Selector != nil {
+		a.progress("choosing among %d readings", len(clusters))
 		sst := a.trace.begin("selector")
 		ch, err := a.profile.Selector.Select(ctx, &a.in, e.model(a, sst, llm.RoleGenerator), clusters)
 		sst.Note = a.profile.Selector.Name() + ": " + ch.Note
@@ -183,6 +189,7 @@ func (e *Engine) choose(ctx context.Context, a *ask, cands []*Candidate) (*Resul
 // optimize runs the profile's optimizer on the chosen statement; a failure
 // keeps the statement as chosen.
 func (e *Engine) optimize(ctx context.Context, a *ask, res *Result) {
+	a.progress("optimizing the chosen query")
 	st := a.trace.begin("optimize")
 	defer a.trace.end(st)
 	if !a.view.data.Values() && len(res.Rewrites()) > 0 {

@@ -92,6 +92,9 @@ type Engine struct {
 	// into remembered pairs; default DefaultWorkloadExamples, negative
 	// none.
 	WorkloadExamples int
+	// OutputCaps overrides the output cap (tokens) a step's prompt declares
+	// (prompts.OutputCap), by step name ("candidate", "fixer", ...).
+	OutputCaps map[string]int
 	// Parallel bounds the model calls one ask makes at once (generators and
 	// fixes); default 2. Ollama serves them in parallel up to its
 	// OLLAMA_NUM_PARALLEL.
@@ -106,6 +109,7 @@ type Engine struct {
 	// already turned into pairs or tried: once each, not once per ask.
 	synthesized  tried
 	verifiedUses verifiedUses
+	speeds       speeds
 }
 
 // Request is one question.
@@ -123,6 +127,16 @@ type Request struct {
 	// History is the asking session's recent asks (nil: none kept). A
 	// follow-up is read against it, and the answered ask is added to it.
 	History *conversation.History
+	// Progress, when set, is told each stage as it begins ("generating
+	// candidate 2/3"), from the ask's goroutines.
+	Progress func(stage string)
+}
+
+// progress reports a stage boundary of the ask.
+func (a *ask) progress(format string, args ...any) {
+	if a.req.Progress != nil {
+		a.req.Progress(fmt.Sprintf(format, args...))
+	}
 }
 
 // Result is the settled statement and how it was reached.
@@ -267,7 +281,7 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	}
 	a.profile = prof
 	a.budget = &budget{maxCalls: prof.MaxLLMCalls, maxTokens: prof.MaxTokens}
-	a.client = budgetClient{Client: e.LLM, b: a.budget}
+	a.client = budgetClient{Client: e.LLM, b: a.budget, speeds: &e.speeds}
 	a.exec = &serialExecutor{inner: req.Exec}
 	timeout := e.AskTimeout * time.Duration(max(prof.WallTimes, 1))
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -275,6 +289,9 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 
 	res, err := e.translate(ctx, a)
 	a.trace.Total = time.Since(start)
+	a.budget.mu.Lock()
+	a.trace.Ends = a.budget.ends
+	a.budget.mu.Unlock()
 	if err != nil {
 		err = e.classify(ctx, err)
 		e.Logger.Info("ask failed", zap.String("database", req.Database), zap.String("user", req.User),
@@ -364,12 +381,14 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	}
 	e.loadLearned(ctx, a)
 	e.addSemanticJoins(a)
+	a.progress("finding the question's terms")
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
 	}
 	e.retrieve(ctx, a)
 	e.selectSchema(a)
 	if a.profile.ModelSchemaSelection {
+		a.progress("selecting tables")
 		if err := e.selectSchemaWithModel(ctx, a); err != nil {
 			return nil, err
 		}
@@ -659,6 +678,9 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	softFixed := false
 	sql := c.SQL
 	var rewrites []LiteralRewrite // those in sql
+	// SQL already checked: a fix that returns one of them would make the
+	// next round's request equal an earlier one, so it is not sent.
+	tried := map[string]bool{}
 	for round := 0; ; round++ {
 		var rw []LiteralRewrite
 		if !a.view.data.Values() {
@@ -667,6 +689,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			rewrites = nil
 		}
 		sql, rw = e.correctLiterals(ctx, a, sql)
+		tried[strings.TrimSpace(sql)] = true
 		rewrites = append(rewrites, rw...)
 		stmt, rows, prob, err := e.check(ctx, a, sql)
 		if err != nil {
@@ -693,6 +716,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 		if round >= rounds || fixer == nil {
 			break
 		}
+		a.progress("fixing the %s candidate, round %d", c.Generator, round+1)
 		st := a.trace.begin("fix")
 		st.Note = c.Generator + ": " + prob.String()
 		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), a.view.sql(sql, rewrites), *prob)
@@ -704,6 +728,10 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 			return err
 		}
 		c.Fixes++
+		if tried[strings.TrimSpace(fixed)] {
+			c.Trace = append(c.Trace, "the fix repeated an earlier attempt; no further round")
+			break
+		}
 		sql = fixed // written from the corrected SQL: the rewrites stand
 	}
 	if fallback != nil {
@@ -759,8 +787,17 @@ func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature 
 		Temperature: temperature,
 		JSONSchema:  p.JSONSchema,
 		NumCtx:      e.NumCtx,
+		MaxTokens:   e.outputCap(p),
 		Step:        step,
 	}
+}
+
+// outputCap is the step's declared output cap, or the operator's override.
+func (e *Engine) outputCap(p prompts.Prompt) int {
+	if n, ok := e.OutputCaps[p.Step]; ok && n > 0 {
+		return n
+	}
+	return p.MaxTokens
 }
 
 // nullHeavyColumns are columns NULL in at least 80% of a result of 3+ rows,
@@ -861,7 +898,7 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 			Hint: "One model call is limited by --llm-call-timeout (NLPROXY_LLM_CALL_TIMEOUT): raise it, or use a smaller/faster model.", Err: err}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, llm.ErrTimeout):
 		return &pg.Error{Code: CodeQueryCanceled, Message: fmt.Sprintf("nlproxy: natural-language query timed out after %s", e.AskTimeout),
-			Hint: "The model is slow or overloaded; try a smaller/faster model or raise the ask timeout (--ask-timeout).", Err: err}
+			Hint: "The model is slow or overloaded; try a smaller/faster model, the fast profile, or raise the ask timeout (--ask-timeout, NLPROXY_ASK_TIMEOUT; nlproxy demo takes both).", Err: err}
 	case errors.Is(err, llm.ErrModelMissing):
 		return &pg.Error{Code: CodeUndefinedObject, Message: "nlproxy: the configured model is not installed in Ollama", Hint: hint, Err: err}
 	case errors.Is(err, llm.ErrUnreachable):

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"strings"
 
+	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -55,6 +56,65 @@ func (g cotGenerator) Generate(ctx context.Context, in *GenInput, m Model, _ Run
 		return nil, err
 	}
 	return []string{sql}, nil
+}
+
+// directGenerator asks for the query alone, as a JSON object {"sql": …}
+// constrained by a JSON schema (Ollama's format, response_format on
+// OpenAI-compatible servers), with no chain of thought: a few hundred
+// tokens at most, for models too small to reason usefully or too slow to
+// reason within the ask's time.
+type directGenerator struct{}
+
+func (directGenerator) Name() string { return "direct" }
+
+func (directGenerator) Generate(ctx context.Context, in *GenInput, m Model, _ Runner) ([]string, error) {
+	p, err := prompts.Direct(prompts.DirectParams{
+		Question: in.Question, Schema: in.Schema, Values: in.Values, Descriptions: in.Descriptions,
+		Examples: in.Examples, ServerVersion: in.ServerVersion,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out prompts.DirectResult
+	if err := m.JSON(ctx, p, 0, &out); err != nil {
+		return nil, err
+	}
+	sql := strings.TrimSpace(out.SQL)
+	if reason, ok := llm.Unanswerable(sql); ok {
+		return nil, &llm.Error{Op: "chat", Step: "direct", Kind: llm.ErrUnanswerable, Err: errors.New(reason)}
+	}
+	if sql == "" {
+		return nil, &llm.Error{Op: "chat", Step: "direct", Kind: llm.ErrBadOutput, Err: errors.New(`the answer's "sql" is empty`)}
+	}
+	if extracted, err := llm.ExtractSQL(sql); err == nil {
+		sql = extracted // a model that put a fence inside the string
+	}
+	return []string{sql}, nil
+}
+
+// adaptiveGenerator is the fast profile's generator: the direct one when
+// the model is small (under smallModelParams) or measured slow (under
+// slowTokensPerSecond), else the chain of thought. Which one ran is in the
+// candidate's generator name.
+type adaptiveGenerator struct {
+	cot cotGenerator
+}
+
+// Models below this many parameters gain little from a chain of thought
+// and lose the time it takes.
+const smallModelParams = 2e9
+
+func (g adaptiveGenerator) Name() string { return "direct|" + g.cot.Name() }
+
+func (g adaptiveGenerator) pick(ctx context.Context, m Model) Generator {
+	if d, ok := m.(modelDescriber); ok && d.smallOrSlow(ctx) {
+		return directGenerator{}
+	}
+	return g.cot
+}
+
+func (g adaptiveGenerator) Generate(ctx context.Context, in *GenInput, m Model, run Runner) ([]string, error) {
+	return g.pick(ctx, m).Generate(ctx, in, m, run)
 }
 
 // shuffleSchema reorders the table blocks of a rendered schema (separated by

@@ -21,6 +21,33 @@ type budget struct {
 	mu     sync.Mutex
 	calls  int
 	tokens int
+	ends   Ends
+}
+
+// Ends counts how one ask's model answers ended.
+type Ends struct {
+	Finished   int // the model stopped by itself
+	Complete   int // the client stopped reading: the answer was complete
+	Repetition int // the client stopped reading: the model repeated itself
+	Capped     int // the output cap cut it (done_reason length)
+	Failed     int // timed out, aborted, or the server failed
+}
+
+func (b *budget) end(resp llm.ChatResponse, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case err != nil:
+		b.ends.Failed++
+	case resp.DoneReason == llm.DoneComplete:
+		b.ends.Complete++
+	case resp.DoneReason == llm.DoneRepetition:
+		b.ends.Repetition++
+	case resp.DoneReason == llm.DoneLength:
+		b.ends.Capped++
+	default:
+		b.ends.Finished++
+	}
 }
 
 // take reserves one call, or fails with ErrBudget.
@@ -46,18 +73,43 @@ func (b *budget) spend(tokens int) {
 // budgetClient is the model client every stage of one ask uses: each request
 // (a corrective re-ask included) takes one call from the budget first, so
 // the profile's caps are hard.
+//
+// It also fits each call's output cap to the time the ask has left at the
+// model's measured speed, and does not start a call that cannot finish.
 type budgetClient struct {
 	llm.Client
-	b *budget
+	b      *budget
+	speeds *speeds
 }
 
 func (c budgetClient) Chat(ctx context.Context, req llm.ChatRequest) (llm.ChatResponse, error) {
+	role := req.Role
+	if role == "" {
+		role = llm.RoleGenerator
+	}
+	if req.MaxTokens > 0 {
+		n, err := fitCap(ctx, c.speeds.of(role), promptTokens(req), req.MaxTokens)
+		if err != nil {
+			return llm.ChatResponse{}, err
+		}
+		req.MaxTokens = n
+	}
 	if err := c.b.take(); err != nil {
 		return llm.ChatResponse{}, err
 	}
 	resp, err := c.Client.Chat(ctx, req)
 	c.b.spend(resp.PromptTokens + resp.CompletionTokens)
+	c.b.end(resp, err)
+	c.speeds.observe(role, resp)
 	return resp, err
+}
+
+func promptTokens(req llm.ChatRequest) int {
+	n := prompts.EstimateTokens(req.System)
+	for _, m := range req.Messages {
+		n += prompts.EstimateTokens(m.Content)
+	}
+	return n
 }
 
 // Model is how a stage talks to the model. Every call is recorded on the
@@ -94,13 +146,48 @@ func (m stageModel) record(resp llm.ChatResponse, err error) {
 }
 
 func (m stageModel) SQL(ctx context.Context, p prompts.Prompt, temperature float64) (string, error) {
-	sql, resp, err := llm.ChatSQL(ctx, m.a.client, m.e.chat(m.role, m.st.Name, p, temperature))
+	req := m.e.chat(m.role, m.st.Name, p, temperature)
+	req.Complete = sqlComplete
+	sql, resp, err := llm.ChatSQL(ctx, m.a.client, req)
 	m.record(resp, err)
 	return sql, err
 }
 
 func (m stageModel) JSON(ctx context.Context, p prompts.Prompt, temperature float64, out any) error {
-	resp, err := llm.ChatJSON(ctx, m.a.client, m.e.chat(m.role, m.st.Name, p, temperature), out)
+	req := m.e.chat(m.role, m.st.Name, p, temperature)
+	req.Complete = jsonComplete
+	resp, err := llm.ChatJSON(ctx, m.a.client, req, out)
 	m.record(resp, err)
 	return err
+}
+
+// modelDescriber is a Model that can say whether its model is small or
+// slow (the adaptive generator's choice).
+type modelDescriber interface {
+	smallOrSlow(ctx context.Context) bool
+}
+
+// modelInfoer is a client that knows its models (llm.Pool).
+type modelInfoer interface {
+	ModelFor(llm.Role) string
+	Info(ctx context.Context, model string) llm.ModelInfo
+}
+
+// smallOrSlow: the stage's model has fewer than smallModelParams
+// parameters, as its server says, or writes fewer than
+// slowTokensPerSecond tokens a second, as measured.
+func (m stageModel) smallOrSlow(ctx context.Context) bool {
+	if sp := m.e.speeds.of(m.role); sp.gen > 0 && sp.gen < slowTokensPerSecond {
+		return true
+	}
+	mi, ok := m.e.LLM.(modelInfoer)
+	if !ok {
+		return false
+	}
+	name := mi.ModelFor(m.role)
+	if name == "" {
+		return false
+	}
+	p := mi.Info(ctx, name).Params()
+	return p > 0 && p < smallModelParams
 }

@@ -67,8 +67,9 @@ func Profiles() map[string]*Profile {
 	fix := llmFixer{}
 	return map[string]*Profile{
 		ProfileFast: {
-			Name:        ProfileFast,
-			Generators:  []Generator{cotGenerator{method: methodDivide}},
+			Name: ProfileFast,
+			// Direct for a small or slow model, else divide and conquer.
+			Generators:  []Generator{adaptiveGenerator{cot: cotGenerator{method: methodDivide}}},
 			Fixer:       fix,
 			FixRounds:   2,
 			MaxLLMCalls: 4,
@@ -77,8 +78,9 @@ func Profiles() map[string]*Profile {
 		ProfileBalanced: {
 			Name:                 ProfileBalanced,
 			ModelSchemaSelection: true,
+			// The first candidate is direct for a small or slow model.
 			Generators: []Generator{
-				cotGenerator{method: methodDivide},
+				adaptiveGenerator{cot: cotGenerator{method: methodDivide}},
 				cotGenerator{method: methodPlan, temperature: 0.2},
 				cotGenerator{method: methodDivide, temperature: 0.7, shuffle: true},
 			},

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,8 @@ type Trace struct {
 	Stages   []StageTrace
 	CacheHit bool
 	Total    time.Duration
+	// Ends counts how the ask's model answers ended.
+	Ends Ends
 }
 
 // StageTrace is one stage's record.
@@ -97,6 +100,10 @@ func (lt logTrace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("llm_calls", calls)
 	enc.AddInt("prompt_tokens", prompt)
 	enc.AddInt("completion_tokens", completion)
+	if e := t.Ends; e != (Ends{}) {
+		enc.AddString("answers_ended", fmt.Sprintf("finished=%d complete=%d repetition=%d capped=%d failed=%d",
+			e.Finished, e.Complete, e.Repetition, e.Capped, e.Failed))
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return enc.AddArray("stages", zapcore.ArrayMarshalerFunc(func(arr zapcore.ArrayEncoder) error {

@@ -190,3 +190,28 @@ func UnitTestEval(p UnitTestEvalParams) (Prompt, error) {
 	}
 	return render("unittest_eval", p, "unittest_eval.schema.json")
 }
+
+// DirectParams feeds the direct generator: schema and question, no chain of
+// thought, the answer a JSON object {"sql": …} (the schema constrains the
+// decoder where the server can), for small or slow models.
+type DirectParams struct {
+	Question      string // required
+	Schema        string // required
+	Values        []ValueMatch
+	Descriptions  []Description
+	Examples      []Example
+	ServerVersion string
+}
+
+// DirectResult is the direct generator's answer.
+type DirectResult struct {
+	SQL string `json:"sql"`
+}
+
+// Direct renders the direct generation prompt (JSON answer: DirectResult).
+func Direct(p DirectParams) (Prompt, error) {
+	if err := required("Question", p.Question, "Schema", p.Schema); err != nil {
+		return Prompt{}, err
+	}
+	return render("direct", p, "direct.schema.json")
+}

@@ -44,6 +44,43 @@ type Prompt struct {
 	User   string
 	// JSONSchema is the answer's JSON schema; nil for steps answering in SQL.
 	JSONSchema json.RawMessage
+	// Step is the template's name ("keywords", "candidate", ...).
+	Step string
+	// MaxTokens is the answer's output cap, declared by the step (see
+	// OutputCap): what the answer needs with room to spare, so a model
+	// that rambles is stopped long before the ask's time is gone.
+	MaxTokens int
+}
+
+// OutputCap is the output cap, in tokens, each step's prompt declares: a
+// few tens for keywords and choices, a few hundred for a direct SQL answer
+// or a JSON plan, more for the chain-of-thought generators and the fixer,
+// whose reasoning comes before the query.
+func OutputCap(step string) int {
+	switch step {
+	case "keywords", "literal":
+		return 64
+	case "column_filter", "table_selection", "unittest_eval", "askall_context_switch", "askall_return_type", "followup":
+		return 192
+	case "schema_selection", "decompose", "pairwise", "workload_example", "optimize_instruction", "direct":
+		return 320
+	case "unittests", "askall_plan":
+		return 512
+	case "subsql", "fixer", "synthetic", "askall_answer":
+		return 768
+	case "candidate", "optimize_rewrite":
+		return 1024
+	}
+	return 512
+}
+
+// OutputSteps lists the steps OutputCap knows, for the option that
+// overrides their caps.
+func OutputSteps() []string {
+	return []string{"askall_answer", "askall_context_switch", "askall_plan", "askall_return_type", "candidate",
+		"column_filter", "decompose", "direct", "fixer", "followup", "keywords", "literal", "optimize_instruction",
+		"optimize_rewrite", "pairwise", "schema_selection", "subsql", "synthetic", "table_selection",
+		"unittest_eval", "unittests", "workload_example"}
 }
 
 // EstimateTokens is a rough token count (4 bytes per token) used for
@@ -317,7 +354,7 @@ func render(name string, data any, schemaFile string) (Prompt, error) {
 	if err := tmpl.ExecuteTemplate(&user, name+".user", data); err != nil {
 		return Prompt{}, fmt.Errorf("prompts: render %s user: %w", name, err)
 	}
-	p := Prompt{System: strings.TrimSpace(sys.String()), User: strings.TrimSpace(user.String())}
+	p := Prompt{System: strings.TrimSpace(sys.String()), User: strings.TrimSpace(user.String()), Step: name, MaxTokens: OutputCap(name)}
 	if schemaFile != "" {
 		b, err := files.ReadFile("templates/" + schemaFile)
 		if err != nil {

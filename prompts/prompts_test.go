@@ -3,6 +3,7 @@ package prompts
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -55,6 +56,10 @@ func goldenCases(t *testing.T) map[string]func() (Prompt, error) {
 		},
 		"table_selection": func() (Prompt, error) {
 			return TableSelection(TableSelectionParams{Question: question, Schema: schema, Values: sampleValues, Descriptions: sampleDescriptions})
+		},
+		"direct": func() (Prompt, error) {
+			return Direct(DirectParams{Question: question, Schema: schema, Values: sampleValues, ServerVersion: "16",
+				Descriptions: append([]Description{{Name: "restaurant", Text: " "}}, sampleDescriptions...)})
 		},
 		"candidate": func() (Prompt, error) {
 			return Candidate(CandidateParams{
@@ -159,6 +164,7 @@ func format(p Prompt) string {
 	b.WriteString("\n===== user =====\n")
 	b.WriteString(p.User)
 	b.WriteString("\n")
+	fmt.Fprintf(&b, "===== output cap: %d tokens =====\n", p.MaxTokens)
 	if p.JSONSchema != nil {
 		b.WriteString("===== json schema =====\n")
 		b.Write(p.JSONSchema)
@@ -198,6 +204,7 @@ func TestContracts(t *testing.T) {
 		"unittest_eval":        UnitTestEvalResult{},
 		"optimize_instruction": InstructionResult{},
 		"optimize_first":       InstructionResult{},
+		"direct":               DirectResult{},
 	}
 	for name, fn := range cases {
 		p, err := fn()
@@ -299,6 +306,9 @@ func TestZeroOptional(t *testing.T) {
 		},
 		"table_selection": func() (Prompt, error) {
 			return TableSelection(TableSelectionParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
+		},
+		"direct": func() (Prompt, error) {
+			return Direct(DirectParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})
 		},
 		"candidate": func() (Prompt, error) {
 			return Candidate(CandidateParams{Question: "q?", Schema: "CREATE TABLE t (a int);"})

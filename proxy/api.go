@@ -28,6 +28,10 @@ type TranslateRequest struct {
 	// Conversation is this session's recent asks, for follow-up questions:
 	// the session's own, emptied by DISCARD ALL and gone with the session.
 	Conversation *conversation.History
+	// Progress sends msg to the client at once as a NOTICE while the ask
+	// runs (psql and most drivers show notices as they arrive; JDBC and
+	// psycopg keep them with the statement).
+	Progress func(msg string)
 }
 
 // Translation is the engine's answer.

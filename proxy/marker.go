@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"github.com/nlproxy/nlproxy/internal/pg"
 	"strings"
 )
 
@@ -64,9 +65,10 @@ type Marker struct {
 // Each form may name a profile right after the keyword: `-- ask(max): q`,
 // `/* ask-sql(fast): q */`, `ASK(balanced) q`.
 //
-// The question is trimmed and a trailing ';' dropped. An empty question is
-// MarkerNone, so Postgres answers the text as it would (empty query / syntax
-// error). Ordinary SQL is rejected after looking at its first non-space bytes.
+// The question is trimmed and a trailing ';' dropped. An empty question
+// (`/* ask: */;`, `ASK;`, `-- ask:`, or a comment with no question followed
+// by SQL) is an ask that fails with "the question is empty". Ordinary SQL is
+// rejected after looking at its first non-space bytes.
 func ParseMarker(sql string) Marker {
 	i := skipSpace(sql, 0)
 	if i+3 > len(sql) {
@@ -101,18 +103,25 @@ func ParseMarker(sql string) Marker {
 		}
 		q := strings.TrimSpace(rest[:end])
 		if after := trimQuestion(rest[end+2:]); after != "" {
-			if q == "" {
+			switch {
+			case q == "" && kind != MarkerOptimize && looksLikeSQL(after):
+				// `/* ask: */ SELECT 1;` asks nothing: SQL is not a question.
+				return finish(kind, profile, "")
+			case q == "":
 				q = after
-			} else {
+			default:
 				q += "\n" + after
 			}
 		}
 		return finish(kind, profile, q)
 	case 'a', 'A':
-		if len(sql)-i < 4 || !strings.EqualFold(sql[i:i+3], "ask") {
+		if !strings.EqualFold(sql[i:i+3], "ask") {
 			return Marker{}
 		}
 		rest := sql[i+3:]
+		if trimQuestion(rest) == "" {
+			return finish(MarkerAsk, "", "") // `ASK;`: an empty question
+		}
 		profile := ""
 		if rest[0] == '(' {
 			var ok bool
@@ -254,10 +263,29 @@ func joinCommentLines(s string) string {
 
 func finish(kind MarkerKind, profile, q string) Marker {
 	q = trimQuestion(q)
-	if q == "" {
+	switch {
+	case q == "" && kind == MarkerOptimize:
 		return Marker{}
+	case q == "":
+		// Every form of an empty ask fails alike (not an empty reply, not a
+		// syntax error, not a wait for the model).
+		return Marker{Kind: kind, Profile: profile, invalid: &PgError{Severity: "ERROR", Code: pg.CodeSyntaxError,
+			Message: "nlproxy: the question is empty",
+			Hint:    "Write the question after the marker, e.g. /* ask: how many orders are open? */"}}
 	}
 	return Marker{Kind: kind, Question: q, Profile: profile}
+}
+
+// looksLikeSQL: text starts with a keyword that begins a SQL statement.
+func looksLikeSQL(text string) bool {
+	word, _, _ := strings.Cut(strings.TrimSpace(text), " ")
+	word, _, _ = strings.Cut(word, "\n")
+	switch strings.ToUpper(strings.TrimRight(word, ";(")) {
+	case "SELECT", "WITH", "VALUES", "TABLE", "INSERT", "UPDATE", "DELETE", "MERGE", "EXPLAIN", "SHOW", "SET",
+		"CREATE", "DROP", "ALTER", "BEGIN", "COMMIT", "ROLLBACK", "COPY", "CALL", "DO", "GRANT", "REVOKE", "TRUNCATE":
+		return true
+	}
+	return false
 }
 
 func trimQuestion(q string) string {

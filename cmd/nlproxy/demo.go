@@ -78,6 +78,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(helpOutput(args, stdout, stderr))
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "proxy address; a free port is used if this one is taken (env NLPROXY_LISTEN)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (env NLPROXY_LOG_LEVEL)")
+	// The settings a demo user changes first, as the option table words them.
+	for _, name := range []string{"model", "small-model", "ask-timeout", "profile", "ollama-host", "no-progress"} {
+		o := lookupOption(name)
+		switch p := o.Field(&cfg).(type) {
+		case *string:
+			fs.StringVar(p, name, *p, o.usage())
+		case *bool:
+			fs.BoolVar(p, name, *p, o.usage())
+		case *Duration:
+			fs.Var(p, name, o.usage())
+		}
+	}
 	fs.Usage = func() { printFlagUsage(fs, args, "nlproxy demo [flags]", demoEnvKeys(), demoNotes) }
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -166,6 +178,9 @@ Try:
   SELECT count(*) FROM orders;
   /* ask: how many orders were placed by customers in Los Angeles? */;
   ASK which five products sold the most units last year;
+At the psql prompt use /* ask: … */; or ASK …; : psql drops a leading
+-- comment, so "-- ask: …" typed there sends nothing (it is for drivers).
+A long ask shows its progress as NOTICEs (--no-progress turns them off).
 
 %s
 Press Ctrl-C to stop; the cluster and its files are removed.

@@ -158,6 +158,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		DefaultProfile:   ec.Profile,
 		DatabaseProfiles: ec.DatabaseProfiles,
 		Parallel:         ec.Parallel,
+		OutputCaps:       ec.OutputCaps,
 	}
 	if ec.EmbedModel != "" {
 		// Remembered pairs are then ranked by meaning (a catalog store,
@@ -195,7 +196,7 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	opt := ec.Optimize.optimizer()
 	opt.LLM, opt.NumCtx = client, ec.NumCtx
 	return &engineParts{translator: router.Translator{Engine: eng, Multi: multi, StatementTimeout: time.Duration(ec.RunTimeout), Optimizer: opt,
-		MaxQuestionBytes: ec.MaxQuestionBytes},
+		MaxQuestionBytes: ec.MaxQuestionBytes, NoProgress: ec.NoProgress},
 		maxAsks: ec.MaxAsks, maxPer: ec.MaxAsksPerClient, catalogs: mgr, llm: client, llmConfig: lcfg, engine: eng, examples: examples}, nil
 }
 
@@ -224,6 +225,13 @@ func (p *engineParts) checkModels(ctx context.Context, logger *zap.Logger) {
 			logger.Warn("natural-language questions will fail until the model server is ready",
 				zap.String("ollama", c.BaseURL()), zap.Error(err), zap.String("hint", hint))
 			continue
+		}
+		// What each chat model is (its template): said once in the log and
+		// on /readyz when the system prompt has to be folded.
+		for _, role := range []llm.Role{llm.RoleGenerator, llm.RoleSmall} {
+			if m := c.ModelFor(role); m != "" {
+				c.Info(ctx, m)
+			}
 		}
 		logger.Info("ollama ready", zap.String("ollama", c.BaseURL()))
 	}

@@ -217,7 +217,7 @@ func (o *ops) start(cfg Config, srv *proxy.Server, parts *engineParts, token str
 		}
 		a.Checks = append(a.Checks,
 			admin.Check{Name: "catalog", Check: catalogCheck(parts.catalogs, catalogDatabases(cfg))},
-			admin.Check{Name: "ollama", Check: parts.ollamaCheck})
+			admin.Check{Name: "ollama", Check: parts.ollamaCheck, Notes: parts.llm.Notes})
 	}
 	o.http = &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("admin endpoints listening", zap.String("addr", o.ln.Addr().String()), zap.Bool("page", token != ""))

@@ -234,6 +234,18 @@ func options() []option {
 				return nil
 			},
 			env: func(c *Config, v string) error { return addDatabaseProfiles(&c.Engine, v) }},
+		{Flag: "llm-output-cap", Env: env("LLM_OUTPUT_CAPS"), YAML: "engine.output_caps", EnvForm: "comma-separated",
+			DefaultDoc: "each step's own: keywords 64, direct 320, fixer 768, candidate 1024, …",
+			Help:       "step=tokens: the most tokens the model may write for that prompt step (keywords, direct, candidate, fixer, …); each call is also held to what the ask's time left allows at the model's measured speed; repeatable",
+			Field:      func(c *Config) any { return &c.Engine.OutputCaps },
+			flag: func(c *Config, fs *flag.FlagSet, name, usage string) func() {
+				fs.Func(name, usage, func(s string) error { return addOutputCaps(&c.Engine, s) })
+				return nil
+			},
+			env: func(c *Config, v string) error { return addOutputCaps(&c.Engine, v) }},
+		{Flag: "no-progress", Env: env("NO_PROGRESS"), YAML: "engine.no_progress",
+			Help:  "send no progress NOTICEs (\"nlproxy: generating candidate 2/3 (9 s)\") while an ask runs past 2 s",
+			Field: func(c *Config) any { return &c.Engine.NoProgress }},
 		{Flag: "llm-parallel", Env: env("LLM_PARALLEL"), YAML: "engine.llm_parallel", Default: engine.DefaultParallel,
 			Help:  "model calls one ask makes at once; match Ollama's OLLAMA_NUM_PARALLEL",
 			Field: func(c *Config) any { return &c.Engine.Parallel }},

@@ -173,6 +173,8 @@ func sampleValue(t *testing.T, ptr any) (text, yamlText string) {
 		return "db=postgres://u@h/db", "[{database: db, url: 'postgres://u@h/db'}]"
 	case *map[string]string:
 		return "db=max", "{db: max}"
+	case *map[string]int:
+		return "fixer=99", "{fixer: 99}"
 	}
 	t.Fatalf("no sample for %T", ptr)
 	return "", ""

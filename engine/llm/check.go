@@ -49,7 +49,7 @@ func CheckModels(ctx context.Context, client Client, cfg Config) error {
 		Op:   "check",
 		Kind: ErrModelMissing,
 		Err:  fmt.Errorf("%s not installed (installed: %s)", strings.Join(missing, ", "), inst),
-		Hint: "run " + strings.Join(hints, " and "),
+		Hint: "run " + strings.Join(hints, " and ") + ", or name a model the server has with --model (NLPROXY_MODEL) and --small-model (NLPROXY_SMALL_MODEL)",
 	}
 }
 

@@ -76,8 +76,8 @@ func TestChatHappyPath(t *testing.T) {
 		t.Fatalf("%d chat requests", len(reqs))
 	}
 	r := reqs[0]
-	if r.Stream {
-		t.Error("request was streaming; want stream=false")
+	if !r.Stream {
+		t.Error("request was not streaming; want stream=true (early stop needs it)")
 	}
 	if r.NumCtx != llm.DefaultNumCtx {
 		t.Errorf("num_ctx = %d, want %d sent explicitly", r.NumCtx, llm.DefaultNumCtx)
@@ -550,10 +550,10 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 }
 
-// An answer that never ends is cut at MaxAnswerBytes: a clear ErrBadOutput,
-// not retried, and the client holds no more than the cap.
+// An answer that never ends and never repeats is cut at MaxAnswerBytes: a
+// clear ErrBadOutput, not retried, and the client holds no more than the cap.
 func TestChatEndlessAnswer(t *testing.T) {
-	srv := startFake(t, fakeollama.Rule{Name: "endless", Reply: strings.Repeat("SELECT 1 UNION ALL ", 50), Fault: fakeollama.FaultEndless})
+	srv := startFake(t, fakeollama.Rule{Name: "endless", Reply: "SELECT 1 UNION ALL", Fault: fakeollama.FaultEndlessVaried})
 	c := newClient(t, srv, func(cfg *llm.Config) { cfg.MaxAnswerBytes = 64 << 10; cfg.MaxRetries = 3 })
 	_, err := c.Chat(context.Background(), llm.ChatRequest{Messages: []llm.Message{{Role: "user", Content: "x"}}})
 	var le *llm.Error

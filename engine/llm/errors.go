@@ -104,7 +104,7 @@ func (e *Error) Unwrap() []error {
 }
 
 func pullHint(model string) string {
-	return fmt.Sprintf("run `ollama pull %s`", model)
+	return fmt.Sprintf("run `ollama pull %s`, or name a model the server has with --model (NLPROXY_MODEL)", model)
 }
 
 // scrub removes credentials from what a server answered with before the

@@ -62,6 +62,12 @@ type ChatRequest struct {
 	NumCtx int
 	// MaxTokens bounds the completion (Ollama num_predict) when > 0.
 	MaxTokens int
+	// Complete, when set, is asked as the answer streams in; once it holds
+	// the client stops reading (the server stops generating) and the
+	// answer so far is the answer, DoneReason DoneComplete.
+	Complete func(content string) bool `json:"-"`
+	// Stop sequences end generation on servers that support them.
+	Stop []string
 	// Step names the pipeline step for logs and traces only; it is never
 	// sent to the model.
 	Step string
@@ -75,8 +81,17 @@ type ChatResponse struct {
 	CompletionTokens int
 	// Duration is the wall time of the call, retries included.
 	Duration time.Duration
-	// DoneReason is Ollama's done_reason ("stop", "length", ...).
+	// DoneReason is Ollama's done_reason ("stop", "length", ...), or why
+	// the client ended the stream (DoneComplete, DoneRepetition).
 	DoneReason string
+	// EvalDuration is the server's time generating the completion (0 when
+	// it did not say): CompletionTokens/EvalDuration is the model's speed.
+	EvalDuration time.Duration
+	// PromptDuration is the server's time reading the prompt (0 unknown).
+	PromptDuration time.Duration
+	// Folded: the system text went inside the user message (the model has
+	// no chat template that places it).
+	Folded bool
 	// Attempts is the number of HTTP requests made (retries and ChatJSON
 	// repairs included).
 	Attempts int

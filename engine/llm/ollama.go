@@ -32,6 +32,7 @@ type caller struct {
 	log  *zap.Logger
 	// missingHint tells the operator how to install a missing model.
 	missingHint func(model string) string
+	infos       *modelInfos
 }
 
 var _ Client = (*OllamaClient)(nil)
@@ -97,7 +98,7 @@ func newCaller(cfg Config, api string) (caller, error) {
 		models[r] = strings.TrimSpace(m)
 	}
 	cfg.Models = models
-	return caller{cfg: cfg, base: base, log: cfg.Logger.Named("llm")}, nil
+	return caller{cfg: cfg, base: base, log: cfg.Logger.Named("llm"), infos: &modelInfos{}}, nil
 }
 
 // BaseURL is the server address the client talks to.
@@ -123,7 +124,11 @@ func (c *OllamaClient) keepAlive() *api.Duration {
 	return &api.Duration{Duration: c.cfg.KeepAlive}
 }
 
-// Chat implements Client.
+// Chat implements Client. The answer is always streamed: a request with
+// Complete ends as soon as the answer holds what was asked, any answer ends
+// when it starts repeating itself, and closing the stream makes Ollama stop
+// generating. A model whose template drops system messages gets the system
+// text folded into the user message.
 func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse, error) {
 	model, err := c.cfg.model(req.Role, req.Model)
 	if err != nil {
@@ -133,11 +138,16 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 	if numCtx <= 0 {
 		numCtx = c.cfg.NumCtx
 	}
-	msgs := make([]api.Message, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, api.Message{Role: SpeakerSystem, Content: req.System})
+	info := c.describeOnce(ctx, model, c.show)
+	system, messages := req.System, req.Messages
+	if system != "" && info.FoldsSystem() {
+		system, messages = "", foldSystem(req.System, req.Messages)
 	}
-	for _, m := range req.Messages {
+	msgs := make([]api.Message, 0, len(messages)+1)
+	if system != "" {
+		msgs = append(msgs, api.Message{Role: SpeakerSystem, Content: system})
+	}
+	for _, m := range messages {
 		msgs = append(msgs, api.Message{Role: m.Role, Content: m.Content})
 	}
 	// num_predict makes the model stop; the byte cap below protects
@@ -146,15 +156,14 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 	if maxTokens <= 0 {
 		maxTokens = c.cfg.MaxTokens
 	}
-	opts := map[string]any{"num_ctx": numCtx, "temperature": req.Temperature, "num_predict": maxTokens}
-	stream := false
+	temperature := req.Temperature
+	stream := true
 	areq := &api.ChatRequest{
 		Model:     model,
 		Messages:  msgs,
 		Stream:    &stream,
 		Format:    req.JSONSchema,
 		KeepAlive: c.keepAlive(),
-		Options:   opts,
 	}
 	if c.cfg.Think != nil {
 		areq.Think = &api.ThinkValue{Value: *c.cfg.Think}
@@ -162,21 +171,31 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 
 	start := time.Now()
 	var out ChatResponse
+	vary := false
 	attempts, err := c.retry(ctx, "chat", model, req.Step, func(ctx context.Context) error {
-		out = ChatResponse{Model: model}
-		var content strings.Builder
+		if vary {
+			// No identical retry: the same deterministic request would
+			// time out or loop the same way again.
+			maxTokens, temperature = variedRetry(maxTokens, temperature)
+		}
+		opts := map[string]any{"num_ctx": numCtx, "temperature": temperature, "num_predict": maxTokens}
+		if len(req.Stop) > 0 {
+			opts["stop"] = req.Stop
+		}
+		areq.Options = opts
+		out = ChatResponse{Model: model, Folded: system != req.System}
+		w := &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
 		done := false
 		err := c.api.Chat(ctx, areq, func(r api.ChatResponse) error {
-			// Non-streaming answers come as one object, but accumulate in
-			// case a proxy in between streams anyway; never beyond the cap.
-			if content.Len()+len(r.Message.Content) > c.cfg.MaxAnswerBytes {
-				return errAnswerTooLong
+			if err := w.add(r.Message.Content); err != nil {
+				return err
 			}
-			content.WriteString(r.Message.Content)
 			if r.Done {
 				done = true
 				out.PromptTokens = r.PromptEvalCount
 				out.CompletionTokens = r.EvalCount
+				out.EvalDuration = r.EvalDuration
+				out.PromptDuration = r.PromptEvalDuration
 				out.DoneReason = r.DoneReason
 				if r.Model != "" {
 					out.Model = r.Model
@@ -184,13 +203,27 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 			}
 			return nil
 		})
+		out.Content = w.text.String()
+		if !done {
+			// Ended by the client or cut off: count what arrived.
+			out.PromptTokens = estimateTokens(system, messages)
+			out.CompletionTokens = w.chunks
+			out.EvalDuration, out.PromptDuration = 0, 0
+		}
+		if errors.Is(err, errStopEarly) {
+			out.DoneReason = w.cut
+			return nil
+		}
 		if err != nil {
+			vary = ctx.Err() != nil
 			return err
 		}
 		if !done {
+			// Ollama ends a stream without done when it aborts a model
+			// that repeats itself: not worth the same request again.
+			vary = true
 			return errIncomplete
 		}
-		out.Content = content.String()
 		return nil
 	})
 	out, err = settleChat(c.log, req.Step, model, out, attempts, start, err)
@@ -204,6 +237,13 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 			zap.Int("prompt_tokens", out.PromptTokens), zap.Int("num_ctx", numCtx))
 	}
 	return out, nil
+}
+
+// variedRetry is what a retry after a timeout or an aborted answer changes:
+// half the output cap and a warmer temperature, so the model takes another
+// path and stops sooner.
+func variedRetry(maxTokens int, temperature float64) (int, float64) {
+	return max(maxTokens/2, 16), min(temperature+0.3, 1)
 }
 
 // Embed implements Client.
@@ -310,7 +350,12 @@ func (c *caller) retry(ctx context.Context, op, model, step string, fn func(cont
 		}
 		wait := backoff + rand.N(backoff/2+1)
 		backoff *= 2
-		c.log.Warn("llm call failed, retrying", zap.String("op", op), zap.String("model", model),
+		logf := c.log.Warn
+		if op != "chat" && op != "embed" {
+			// Start-up checks report their own failure once.
+			logf = c.log.Debug
+		}
+		logf("llm call failed, retrying", zap.String("op", op), zap.String("model", model),
 			zap.String("step", step), zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(e))
 		t := time.NewTimer(wait)
 		select {

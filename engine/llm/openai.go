@@ -57,6 +57,12 @@ type Backend interface {
 	BaseURL() string
 	Config() Config
 	ModelFor(Role) string
+	// Describe asks the server what the model is (chat template, size).
+	Describe(ctx context.Context, model string) (ModelInfo, error)
+	// Info is Describe's answer, asked once and kept.
+	Info(ctx context.Context, model string) ModelInfo
+	// Notes says what the client does about the models it described.
+	Notes() []string
 }
 
 // NewBackend returns the client cfg.API names.
@@ -83,6 +89,7 @@ type oaChatRequest struct {
 	Stream         bool            `json:"stream"`
 	StreamOptions  *oaStreamOpts   `json:"stream_options,omitempty"`
 	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+	Stop           []string        `json:"stop,omitempty"`
 }
 
 type oaStreamOpts struct {
@@ -132,11 +139,16 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 	if err != nil {
 		return ChatResponse{}, &Error{Op: "chat", Step: req.Step, Kind: ErrNoModel, Err: err}
 	}
-	msgs := make([]oaMessage, 0, len(req.Messages)+1)
-	if req.System != "" {
-		msgs = append(msgs, oaMessage{Role: SpeakerSystem, Content: req.System})
+	info := c.describeOnce(ctx, model, c.describe)
+	system, messages := req.System, req.Messages
+	if system != "" && info.FoldsSystem() {
+		system, messages = "", foldSystem(req.System, req.Messages)
 	}
-	for _, m := range req.Messages {
+	msgs := make([]oaMessage, 0, len(messages)+1)
+	if system != "" {
+		msgs = append(msgs, oaMessage{Role: SpeakerSystem, Content: system})
+	}
+	for _, m := range messages {
 		msgs = append(msgs, oaMessage{Role: m.Role, Content: m.Content})
 	}
 	maxTokens := req.MaxTokens
@@ -145,19 +157,36 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 	}
 	oreq := oaChatRequest{
 		Model: model, Messages: msgs, Temperature: req.Temperature, MaxTokens: maxTokens,
-		Stream: true, StreamOptions: &oaStreamOpts{IncludeUsage: true},
+		Stream: true, StreamOptions: &oaStreamOpts{IncludeUsage: true}, Stop: req.Stop,
 	}
 	format := responseFormat(req.JSONSchema)
 
 	start := time.Now()
 	var out ChatResponse
+	vary := false
 	attempts, err := c.retry(ctx, "chat", model, req.Step, func(ctx context.Context) error {
-		out = ChatResponse{Model: model}
+		if vary {
+			// No identical retry (see variedRetry).
+			oreq.MaxTokens, oreq.Temperature = variedRetry(oreq.MaxTokens, oreq.Temperature)
+		}
+		out = ChatResponse{Model: model, Folded: system != req.System}
 		oreq.ResponseFormat = nil
 		if !c.noSchema.Load() {
 			oreq.ResponseFormat = format
 		}
-		err := c.chatOnce(ctx, &oreq, &out)
+		w := &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
+		err := c.chatOnce(ctx, &oreq, &out, w)
+		defer func() {
+			if out.PromptTokens == 0 && out.CompletionTokens == 0 {
+				// Ended before the usage chunk: count what arrived.
+				out.PromptTokens, out.CompletionTokens = estimateTokens(system, messages), w.chunks
+			}
+		}()
+		if errors.Is(err, errStopEarly) {
+			out.Content, out.DoneReason = w.text.String(), w.cut
+			return nil
+		}
+		vary = ctx.Err() != nil || errors.Is(err, errIncomplete)
 		var se api.StatusError
 		if oreq.ResponseFormat != nil && errors.As(err, &se) && se.StatusCode == http.StatusBadRequest &&
 			strings.Contains(strings.ToLower(se.ErrorMessage), "response_format") {
@@ -167,7 +196,12 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 				zap.String("server", c.base.String()), zap.String("error", se.ErrorMessage))
 			oreq.ResponseFormat = nil
 			out = ChatResponse{Model: model}
-			err = c.chatOnce(ctx, &oreq, &out)
+			w = &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
+			err = c.chatOnce(ctx, &oreq, &out, w)
+			if errors.Is(err, errStopEarly) {
+				out.Content, out.DoneReason = w.text.String(), w.cut
+				return nil
+			}
 		}
 		return err
 	})
@@ -183,7 +217,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 const streamOverhead = 64
 
 // chatOnce makes one request and reads the answer into out.
-func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *ChatResponse) error {
+func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *ChatResponse, w *watcher) error {
 	resp, err := c.post(ctx, "/chat/completions", oreq)
 	if err != nil {
 		return err
@@ -191,7 +225,7 @@ func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *C
 	defer resp.Body.Close()
 	rawCap := int64(c.cfg.MaxAnswerBytes)*streamOverhead + 1<<20
 	body := &capReader{r: resp.Body, left: rawCap}
-	var content strings.Builder
+	var first time.Time
 	add := func(ch *oaChunk) error {
 		if len(ch.Error) > 0 && string(ch.Error) != "null" {
 			return api.StatusError{StatusCode: http.StatusInternalServerError, ErrorMessage: redact.Credentials(errorMessage(ch.Error), c.cfg.APIKey)}
@@ -204,12 +238,16 @@ func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *C
 		}
 		for _, choice := range ch.Choices {
 			text := choice.Delta.Content + choice.Message.Content
-			if content.Len()+len(text) > c.cfg.MaxAnswerBytes {
-				return errAnswerTooLong
+			if text != "" && first.IsZero() {
+				first = time.Now()
 			}
-			content.WriteString(text)
 			if choice.FinishReason != nil && *choice.FinishReason != "" {
 				out.DoneReason = *choice.FinishReason
+				// No server timing in the API: first to last token.
+				out.EvalDuration = time.Since(first)
+			}
+			if err := w.add(text); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -227,7 +265,7 @@ func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *C
 		if out.DoneReason == "" {
 			return errIncomplete
 		}
-		out.Content = content.String()
+		out.Content = w.text.String()
 		return nil
 	}
 	// Server-sent events: "data: {chunk}" lines, ending with "data: [DONE]".
@@ -262,7 +300,7 @@ func (c *OpenAIClient) chatOnce(ctx context.Context, oreq *oaChatRequest, out *C
 	if !done && out.DoneReason == "" {
 		return errIncomplete
 	}
-	out.Content = content.String()
+	out.Content = w.text.String()
 	return nil
 }
 
@@ -469,7 +507,9 @@ func settleChat(log *zap.Logger, step, model string, out ChatResponse, attempts 
 	out.Attempts = attempts
 	out.Duration = time.Since(start)
 	if err != nil {
-		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration}, err
+		// Tokens of a call that failed or was cut still count (trace, metrics).
+		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration,
+			PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, DoneReason: out.DoneReason}, err
 	}
 	log.Debug("chat",
 		zap.String("step", step), zap.String("model", out.Model),

@@ -196,8 +196,9 @@ func TestOpenAIResponseFormatUnsupported(t *testing.T) {
 func TestOpenAIHostileServers(t *testing.T) {
 	endless := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		for r.Context().Err() == nil {
-			if _, err := io.WriteString(w, `data: {"choices":[{"delta":{"content":"SELECT SELECT SELECT "}}]}`+"\n\n"); err != nil {
+		// Never the same text twice: the repetition check does not end it.
+		for i := 0; r.Context().Err() == nil; i++ {
+			if _, err := fmt.Fprintf(w, `data: {"choices":[{"delta":{"content":"SELECT %d, "}}]}`+"\n\n", i); err != nil {
 				return
 			}
 		}

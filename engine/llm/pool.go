@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -392,4 +393,46 @@ func (p *Pool) Check(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// Describe asks every server about the model (each keeps its own answer,
+// as each sends its own calls) and returns the first answer.
+func (p *Pool) Describe(ctx context.Context, model string) (ModelInfo, error) {
+	var first ModelInfo
+	var errs []error
+	for _, m := range p.members {
+		i, err := m.c.Describe(ctx, model)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.name, err))
+			continue
+		}
+		if !first.Known {
+			first = i
+		}
+	}
+	if first.Known {
+		return first, nil
+	}
+	return ModelInfo{Model: model}, errors.Join(errs...)
+}
+
+// Notes lists, once each, what the servers' clients do about their models.
+func (p *Pool) Notes() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range p.members {
+		for _, n := range m.c.Notes() {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Info is what the first server said about model, asked once and kept.
+func (p *Pool) Info(ctx context.Context, model string) ModelInfo {
+	return p.members[0].c.Info(ctx, model)
 }

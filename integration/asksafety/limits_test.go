@@ -68,7 +68,9 @@ func TestMemoryBounded(t *testing.T) {
 	conn := f.askerConn(t, addr)
 	f.fake.SetRules(
 		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["accounts"], "entities": []}`},
-		fakeollama.Rule{Name: "endless", PromptContains: []string{candidatePrompt, "never stops"}, Reply: strings.Repeat("SELECT balance FROM accounts UNION ALL ", 40), Fault: fakeollama.FaultEndless},
+		// Never the same text twice: the client's repetition check does not
+		// end it, so the answer-size cap must.
+		fakeollama.Rule{Name: "endless", PromptContains: []string{candidatePrompt, "never stops"}, Reply: "SELECT balance FROM accounts UNION ALL", Fault: fakeollama.FaultEndlessVaried},
 		fakeollama.Rule{Name: "huge", PromptContains: []string{candidatePrompt, "huge row"}, Reply: sqlReply("SELECT repeat(repeat('x', 1000000), 200) AS big")},
 	)
 	const budget = 64 << 20 // far below either attack, far above an ask's own needs

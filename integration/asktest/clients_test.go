@@ -84,6 +84,19 @@ func testClients(t *testing.T, f *fixture) {
 				t.Errorf("%v: %s, want %s", mode, line, want("x"))
 			}
 		}
+		// Each ask's progress NOTICEs came before the one with its SQL.
+		var progress, sql int
+		for _, n := range c.Notices() {
+			switch {
+			case strings.HasPrefix(n, "nlproxy: generating candidate 1/1 ("):
+				progress++
+			case strings.Contains(n, clientSQL) && progress > sql:
+				sql++
+			}
+		}
+		if progress < 3 || sql < 3 {
+			t.Errorf("notices %q: want a progress NOTICE before the SQL for each of 3 asks", c.Notices())
+		}
 		assertUsable(ctx, t, c)
 	})
 
@@ -102,7 +115,8 @@ func testClients(t *testing.T, f *fixture) {
 		url := fmt.Sprintf("jdbc:postgresql://%s:%s/%s?sslmode=disable", host, port, db)
 		out := run(ctx, t, nil, java, "-cp", classes+":"+jar, "AskClient", url, askUser, askPass,
 			clientTopic+" via jdbc statement", clientTopic+" via jdbc prepared")
-		assertLines(t, out, want("statement"), want("prepared"), "after: 42")
+		assertLines(t, out, want("statement"), "statement notices: progress=true sql=true",
+			want("prepared"), "prepared notices: progress=true sql=true", "after: 42")
 	})
 
 	dsn := fmt.Sprintf("host=%s port=%s dbname=%s user=%s password=%s sslmode=disable", host, port, db, askUser, askPass)
@@ -123,7 +137,8 @@ func testClients(t *testing.T, f *fixture) {
 			}
 			out := run(ctx, t, nil, py, "testdata/ask_client.py", arg, dsn,
 				clientTopic+" via "+driver+" one", clientTopic+" via "+driver+" two")
-			assertLines(t, out, want(labels[0]), want(labels[1]), "after: 42")
+			assertLines(t, out, want(labels[0]), labels[0]+" notices: progress=True sql=True",
+				want(labels[1]), labels[1]+" notices: progress=True sql=True", "after: 42")
 		})
 	}
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -193,7 +194,10 @@ func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
 	srv := &proxy.Server{
 		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
-		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second,
+		// Every ask sends its progress NOTICEs at once, so that every client
+		// of the matrix (JDBC's warning chain, psycopg's notices list, the
+		// extended protocol) gets them before its answer.
+		Translator: router.Translator{Engine: eng, StatementTimeout: 10 * time.Second, ProgressAfter: time.Nanosecond,
 			Optimizer: &optimize.Optimizer{LLM: eng.LLM, Tolerance: 3, MaxCalls: 24, CostSlack: -1}},
 		OnDDL: func(database, _ string) { f.cats.Refresh(database) },
 		OnAsk: func(r *proxy.AskRecord) {
@@ -314,3 +318,17 @@ func psql(ctx context.Context, t *testing.T, addr string, args ...string) (strin
 }
 
 func asPgError(err error, target **pgconn.PgError) bool { return errors.As(err, target) }
+
+// progressNotice is a progress NOTICE ("nlproxy: generating candidate 1/1 (0 s)").
+var progressNotice = regexp.MustCompile(`^nlproxy: [^\n]* \(\d+ s\)$`)
+
+// withoutProgress drops the progress NOTICEs, leaving the answer's own.
+func withoutProgress(notices []string) []string {
+	var out []string
+	for _, n := range notices {
+		if !progressNotice.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package realmodel_test
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -27,6 +28,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
+	"github.com/nlproxy/nlproxy/prompts"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -47,6 +49,16 @@ const (
 	askBudget = 30 * time.Second
 )
 
+// suiteCaps holds every step's output cap to maxTokens at most: the
+// suite's time on a loaded machine stays what it was.
+func suiteCaps() map[string]int {
+	caps := map[string]int{}
+	for _, step := range prompts.OutputSteps() {
+		caps[step] = min(prompts.OutputCap(step), maxTokens)
+	}
+	return caps
+}
+
 // env is the real server the setup script started, or a skip.
 func env(t *testing.T) (host, model, embed, logPath string) {
 	t.Helper()
@@ -65,6 +77,10 @@ func env(t *testing.T) (host, model, embed, logPath string) {
 type call struct {
 	Prompt, Eval int  // prompt_eval_count, eval_count
 	Gone         bool // the engine closed the connection before the answer
+	// Cut: the answer did not run to its end (the engine stopped reading
+	// once it was complete); Eval is then the chunks forwarded and the
+	// prompt's count is the engine's estimate, not the server's.
+	Cut bool
 }
 
 // recorder forwards to the real Ollama and keeps, per chat request, the
@@ -104,29 +120,66 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if chat {
-		r.mu.Lock()
-		hold := r.hold
-		r.mu.Unlock()
-		if hold != nil {
-			select {
-			case <-hold:
-			case <-req.Context().Done():
-			}
+	if !chat {
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+		return
+	}
+	r.mu.Lock()
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-req.Context().Done():
 		}
 	}
-	if chat {
-		// Recorded before the engine gets the answer, so that the ask's
-		// figures are all here when it ends.
-		r.record(body, resp.StatusCode, err != nil || req.Context().Err() != nil)
-		r.keep(reqBody, body)
-	}
+	// Streamed through line by line, as the engine reads it: the engine
+	// may stop reading once the answer is complete, and the server then
+	// stops generating. The answer is recorded when it ends, before the
+	// engine gets its last line, so the ask's figures are all here when it
+	// ends.
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	w.Write(body)
+	flusher, _ := w.(http.Flusher)
+	var body bytes.Buffer
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	chunks, recorded := 0, false
+	for sc.Scan() {
+		line := append(sc.Bytes(), '\n')
+		body.Write(line)
+		chunks++
+		if bytes.Contains(line, []byte(`"done":true`)) {
+			r.record(body.Bytes(), resp.StatusCode, false)
+			r.keep(reqBody, body.Bytes())
+			recorded = true
+		}
+		if _, err := w.Write(line); err != nil {
+			break
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if req.Context().Err() != nil {
+			break
+		}
+	}
+	if !recorded {
+		if resp.StatusCode == http.StatusOK && req.Context().Err() == nil && sc.Err() == nil && chunks > 0 {
+			// The server ended the stream without done (its repeat guard).
+			r.add(call{Cut: true, Eval: chunks})
+			return
+		}
+		// The engine stopped reading: a complete answer or one that
+		// repeats itself; it counts the chunks it read, and so does this.
+		r.add(call{Cut: true, Gone: chunks == 0, Eval: chunks})
+	}
 }
 
 func (r *recorder) record(body []byte, status int, gone bool) {
@@ -134,7 +187,7 @@ func (r *recorder) record(body []byte, status int, gone bool) {
 		r.add(call{Gone: true})
 		return
 	}
-	// Non-streamed: one object; streamed: the last line carries the counts.
+	// The last line carries the counts.
 	lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
 	var last struct {
 		PromptEvalCount int `json:"prompt_eval_count"`
@@ -297,6 +350,7 @@ func (f *fixture) proxyMulti(t *testing.T, host, embedModel string, budget time.
 		AskTimeout:   budget,
 		TrialTimeout: 10 * time.Second,
 		NumCtx:       numCtx,
+		OutputCaps:   suiteCaps(),
 	}
 	if embedModel != "" {
 		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, embedModel)}
@@ -403,12 +457,16 @@ func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (
 	if rec == nil {
 		t.Fatal("the proxy reported no ask")
 	}
-	done := 0
+	done, cut := 0, false
 	for _, c := range calls {
 		if c.Gone {
+			// The engine counts what it read of a call it gave up, and the
+			// prompt's estimate: not the server's figures.
+			cut = true
 			continue
 		}
 		done++
+		cut = cut || c.Cut
 		if c.Prompt >= numCtx {
 			t.Errorf("prompt of %d tokens reached num_ctx %d", c.Prompt, numCtx)
 		}
@@ -419,6 +477,15 @@ func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (
 		completion += c.Eval
 	}
 	if rec.Report == nil || rec.Report.Cached || outcome == "sqlstate:57014" {
+		return
+	}
+	if cut {
+		// A cut answer's prompt is the engine's estimate; its completion the
+		// chunks each side saw.
+		if rec.Report.LLMCalls < done || rec.Report.CompletionTokens < completion-done {
+			t.Errorf("report says %d calls, %d completion tokens; the server answered %d calls with %d",
+				rec.Report.LLMCalls, rec.Report.CompletionTokens, done, completion)
+		}
 		return
 	}
 	r := rec.Report
@@ -512,7 +579,7 @@ func TestRealModelEmbeddings(t *testing.T) {
 	for _, q := range questions[:1] {
 		f.rec.take()
 		got := outcome(ctx, t, c, fmt.Sprintf("/* ask(fast): %s (run %d) */", q, time.Now().UnixNano()))
-		f.checkCounts(t, f.rec.take())
+		f.checkCountsAfter(t, f.rec.take(), got)
 		t.Logf("embed %q: %s", q, got)
 		assertUsable(ctx, t, c)
 	}

@@ -86,6 +86,13 @@ const (
 	// whatever the request's stream flag, until the client goes away: a
 	// model that never stops, or a server that ignores num_predict.
 	FaultEndless
+	// FaultEndlessVaried streams text that never repeats itself and never
+	// ends: a model that rambles on, caught only by the cap or the time.
+	FaultEndlessVaried
+	// FaultAbortRepetition streams the Reply and ends the stream without
+	// done, as Ollama does when it aborts a model that repeats itself. A
+	// non-streaming request gets the whole answer with done:false.
+	FaultAbortRepetition
 )
 
 // Rule scripts one kind of answer. A rule applies when every non-zero

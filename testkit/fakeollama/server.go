@@ -43,6 +43,13 @@ type Options struct {
 	// Default answers chat/generate requests no rule matched. When nil an
 	// unmatched request gets a 500 naming the prompt, so tests fail loudly.
 	Default *Rule
+	// Templates are the chat templates /api/show reports, per model (":latest"
+	// implied); a model not listed has ChatMLTemplate. NoTemplate is the
+	// template-less base model's.
+	Templates map[string]string
+	// ParameterSizes are the details.parameter_size /api/show reports, per
+	// model; a model not listed is "7.6B".
+	ParameterSizes map[string]string
 	// EmbedDim is the length of the deterministic embeddings (default 64).
 	EmbedDim int
 	Version  string
@@ -332,18 +339,24 @@ func (s *Server) handleTags(w http.ResponseWriter, r *http.Request) {
 			ModifiedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
 			Size:       int64(1 << 30),
 			Digest:     fmt.Sprintf("%064x", fnv64(n)),
-			Details:    details(n),
+			Details:    s.details(n),
 		})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func details(model string) api.ModelDetails {
+func (s *Server) details(model string) api.ModelDetails {
 	family := "qwen2"
 	if isEmbedModel(model) {
 		family = "nomic-bert"
 	}
-	return api.ModelDetails{Format: "gguf", Family: family, Families: []string{family}, ParameterSize: "7.6B", QuantizationLevel: "Q4_K_M"}
+	size := "7.6B"
+	for m, p := range s.opts.ParameterSizes {
+		if llm.NormalizeModel(m) == llm.NormalizeModel(model) {
+			size = p
+		}
+	}
+	return api.ModelDetails{Format: "gguf", Family: family, Families: []string{family}, ParameterSize: size, QuantizationLevel: "Q4_K_M"}
 }
 
 func isEmbedModel(m string) bool { return strings.Contains(strings.ToLower(m), "embed") }
@@ -365,7 +378,7 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.record(Recorded{Method: r.Method, Route: RouteShow, Model: m, Status: http.StatusOK})
-	d := details(m)
+	d := s.details(m)
 	caps := []string{"completion"}
 	if isEmbedModel(m) {
 		caps = []string{"embedding"}
@@ -375,12 +388,32 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"modelfile":    "FROM " + m,
 		"parameters":   "num_ctx 2048",
-		"template":     "{{ .Prompt }}",
+		"template":     s.template(m),
 		"details":      d,
 		"model_info":   map[string]any{"general.architecture": d.Family, d.Family + ".context_length": 32768},
 		"capabilities": caps,
 		"modified_at":  time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
 	})
+}
+
+// ChatMLTemplate is the template /api/show reports by default: ChatML, as
+// SmolLM2 and Qwen use it, with system messages.
+const ChatMLTemplate = `{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+`
+
+// NoTemplate is a base model's template: the prompt alone, so a chat's
+// system messages never reach the model.
+const NoTemplate = "{{ .Prompt }}"
+
+func (s *Server) template(model string) string {
+	for m, t := range s.opts.Templates {
+		if llm.NormalizeModel(m) == llm.NormalizeModel(model) {
+			return t
+		}
+	}
+	return ChatMLTemplate
 }
 
 // pick returns the rule answering v, or nil. It counts the hit.
@@ -573,6 +606,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		}
 		return c
 	}
+	if rule.Fault == FaultEndlessVaried {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		enc := json.NewEncoder(w)
+		flusher, _ := w.(http.Flusher)
+		for i := 1; r.Context().Err() == nil; i++ {
+			if err := enc.Encode(mk(fmt.Sprintf("%s step %d considers %x. ", content, i, fnv64(fmt.Sprint(i))), false)); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		return
+	}
 	if rule.Fault == FaultEndless {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
@@ -582,8 +630,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		if piece == "" {
 			piece = "SELECT "
 		}
-		for r.Context().Err() == nil {
-			if err := enc.Encode(mk(piece, false)); err != nil {
+		// In chunks of ChunkSize runes, as a model streams tokens.
+		parts := chunks(piece, rule.ChunkSize)
+		for i := 0; r.Context().Err() == nil; i++ {
+			if err := enc.Encode(mk(parts[i%len(parts)], false)); err != nil {
 				return
 			}
 			if flusher != nil {
@@ -596,7 +646,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		if rule.Fault == FaultDrop {
 			dropAfter(w, `{"model":"`+v.Model+`","message":{"role":"assistant","content":"`)
 		}
-		writeJSON(w, http.StatusOK, mk(content, true))
+		writeJSON(w, http.StatusOK, mk(content, rule.Fault != FaultAbortRepetition))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -619,6 +669,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 	}
 	if rule.Fault == FaultDrop { // empty content: drop before any chunk
 		panic(http.ErrAbortHandler)
+	}
+	if rule.Fault == FaultAbortRepetition {
+		// Ollama's repeat guard ends the stream cleanly without done:true
+		// and without counts.
+		return
 	}
 	_ = enc.Encode(mk("", true))
 }

@@ -404,3 +404,55 @@ func TestChatViewQuestion(t *testing.T) {
 		}
 	}
 }
+
+// TestModelBehaviours: what the fake offers a client under test of the
+// issue-29 machinery: a stream without end that never repeats, one that
+// repeats itself, one the server ends without done (its repeat guard), and
+// /api/show's template and size per model.
+func TestModelBehaviours(t *testing.T) {
+	s := fakeollama.New(t, fakeollama.Options{
+		Templates:      map[string]string{"base": fakeollama.NoTemplate},
+		ParameterSizes: map[string]string{"base": "270M"},
+		Rules: []fakeollama.Rule{
+			{Name: "varied", PromptContains: []string{"varied"}, Reply: "x", Fault: fakeollama.FaultEndlessVaried},
+			{Name: "loop", PromptContains: []string{"loop"}, Reply: "again and again ", Fault: fakeollama.FaultEndless},
+			{Name: "abort", PromptContains: []string{"abort"}, Reply: "SELECT SELECT", Fault: fakeollama.FaultAbortRepetition},
+		},
+	})
+	c := apiClient(t, s)
+	read := func(prompt string, max int) (text string, chunks int, done bool) {
+		var b strings.Builder
+		stop := errors.New("enough")
+		err := c.Chat(context.Background(), &api.ChatRequest{Model: "m", Messages: []api.Message{{Role: "user", Content: prompt}}},
+			func(r api.ChatResponse) error {
+				b.WriteString(r.Message.Content)
+				chunks++
+				done = done || r.Done
+				if chunks >= max {
+					return stop
+				}
+				return nil
+			})
+		if err != nil && !errors.Is(err, stop) {
+			t.Fatalf("%s: %v", prompt, err)
+		}
+		return b.String(), chunks, done
+	}
+	if text, n, done := read("varied", 200); n != 200 || done || strings.Count(text, text[len(text)-40:]) != 1 {
+		t.Errorf("varied: %d chunks, done %v, tail repeated", n, done)
+	}
+	if text, n, _ := read("loop", 200); n != 200 || strings.Count(text, "again and again") < 50 {
+		t.Errorf("loop: %d chunks %q…", n, text[:40])
+	}
+	if text, _, done := read("abort", 1000); done || text != "SELECT SELECT" {
+		t.Errorf("abort: %q, done %v; want the reply and no done", text, done)
+	}
+	show, err := c.Show(context.Background(), &api.ShowRequest{Model: "base"})
+	if err != nil || show.Template != fakeollama.NoTemplate || show.Details.ParameterSize != "270M" {
+		t.Errorf("show base: %+v, %v", show, err)
+	}
+	show, err = c.Show(context.Background(), &api.ShowRequest{Model: "other"})
+	if err != nil || show.Template != fakeollama.ChatMLTemplate || show.Details.ParameterSize != "7.6B" {
+		t.Errorf("show other: %+v, %v", show, err)
+	}
+}

@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+)
+
+func TestSQLComplete(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"Sub-questions:\n1. x\n```sql\nSELECT 1\n```", true},
+		{"Sub-questions:\n1. x\n```sql\nSELECT 1\n", false},
+		{"```SQL\nSELECT 1\n```\nCheck: more", true},
+		{"```sql\n```", false},
+		{"Here it is:\nSELECT count(*) FROM stores;\nThis counts the stores.", true},
+		{"SELECT count(*) FROM stores;", false},             // nothing after it yet
+		{"SELECT count(*) FROM stores;\n", false},           // maybe more to come
+		{"SELECT count(*) FROM WHERE;\nthat is all", false}, // the parser refuses it
+		{"```text\nSELECT 1;\nmore", false},                 // another fence is open
+		{"UNANSWERABLE: no weather table\n", true},
+		{"UNANSWERABLE: no weather", false},
+		{"1. count -> count(*)\n2. filter", false},
+	} {
+		if got := sqlComplete(tc.text); got != tc.want {
+			t.Errorf("sqlComplete(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{`{"sql": "SELECT 1"}`, true},
+		{`{"sql": "SELECT 1"`, false},
+		{`  {"keywords": ["a"], "entities": []}  `, true},
+		{"```json\n{\"sql\": \"SELECT 1\"}\n```", false},
+	} {
+		if got := jsonComplete(tc.text); got != tc.want {
+			t.Errorf("jsonComplete(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}
+
+// TestFastProfileDirectForSmallModel: with a model the server says is
+// small, the fast profile's generator is the direct one: one JSON-schema
+// request for {"sql": …} with the direct prompt's cap, no chain of thought;
+// the candidate is named direct. A 7.6B model keeps divide and conquer.
+func TestFastProfileDirectForSmallModel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		size, wantGen string
+	}{{"135M", "direct"}, {"7.6B", "divide"}} {
+		t.Run(tc.size, func(t *testing.T) {
+			fake := fakeollama.New(t, fakeollama.Options{
+				ParameterSizes: map[string]string{"coder:7b": tc.size},
+				Rules: []fakeollama.Rule{
+					{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"], "entities": []}`},
+					{Name: "direct", PromptContains: []string{`{"sql": "<one SELECT statement>"}`}, Reply: `{"sql": "SELECT count(*) FROM stores"}`},
+					{Name: "cot", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+				},
+			})
+			client, err := llm.New(llm.Config{Host: fake.URL(), Models: map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
+				CallTimeout: 10 * time.Second, MaxRetries: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eng := &Engine{LLM: client, Catalogs: f.cats, TrialTimeout: 10 * time.Second}
+			res, err := eng.Translate(ctx, f.request("how many stores are there "+tc.size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := res.Candidates[res.Chosen].Generator; g != tc.wantGen || !strings.Contains(res.SQL(), "count(*)") {
+				t.Fatalf("generator %s, SQL %s; want %s", g, res.SQL(), tc.wantGen)
+			}
+			for _, r := range fake.RequestsTo(fakeollama.RouteChat) {
+				if r.Rule != "direct" {
+					continue
+				}
+				if !strings.Contains(string(r.Format), `"sql"`) || r.Options["num_predict"] != float64(320) {
+					t.Errorf("direct request: format %s, num_predict %v; want the {sql} schema and 320", r.Format, r.Options["num_predict"])
+				}
+			}
+			if tc.wantGen == "direct" && fake.Hits("cot") != 0 {
+				t.Errorf("the chain of thought ran for a small model")
+			}
+		})
+	}
+}
+
+// TestOutputCapsPerStep: each call carries its step's declared cap, and the
+// operator's override replaces one.
+func TestOutputCapsPerStep(t *testing.T) {
+	f := newFixture(t)
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"], "entities": []}`},
+		fakeollama.Rule{Name: "cot", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	eng := f.engine(t)
+	eng.OutputCaps = map[string]int{"candidate": 200}
+	if _, err := eng.Translate(context.Background(), f.request("how many stores, capped")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"keywords": 64, "cot": 200}
+	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
+		if r.Options["num_predict"] != want[r.Rule] {
+			t.Errorf("%s: num_predict %v, want %v", r.Rule, r.Options["num_predict"], want[r.Rule])
+		}
+	}
+}
+
+// TestFitCap: the cap a call gets is what the ask's time left allows at the
+// model's measured speed; a call that cannot write minUsefulTokens is not
+// started; without a measured speed or a deadline the step's cap stands.
+func TestFitCap(t *testing.T) {
+	with := func(d time.Duration) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	slow := speed{gen: 10, read: 100}
+	for _, tc := range []struct {
+		name    string
+		ctx     context.Context
+		sp      speed
+		want    int
+		wantErr bool
+	}{
+		{"no speed yet", with(time.Second), speed{}, 1024, false},
+		{"no deadline", context.Background(), slow, 1024, false},
+		{"plenty of time", with(time.Hour), slow, 1024, false},
+		// 60 s left, 10 s reading 1,000 prompt tokens: 0.8 × 50 s × 10/s.
+		{"a minute left", with(time.Minute), slow, 400, false},
+		{"two seconds left", with(2 * time.Second), slow, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := fitCap(tc.ctx, tc.sp, 1000, 1024)
+			if tc.wantErr {
+				if !errors.Is(err, ErrBudget) {
+					t.Fatalf("got %d, %v; want ErrBudget", got, err)
+				}
+				return
+			}
+			// The deadline moves while the test runs: within 1 %.
+			if err != nil || got > tc.want || got < tc.want*99/100 {
+				t.Fatalf("got %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestProgressStages: the engine reports each stage boundary of an ask, in
+// order, to Request.Progress (the router turns them into NOTICEs).
+func TestProgressStages(t *testing.T) {
+	f := newFixture(t)
+	f.fake.SetRules(
+		fakeollama.Rule{Name: "keywords", PromptContains: []string{keywordsPrompt}, Reply: `{"keywords": ["stores"], "entities": []}`},
+		fakeollama.Rule{Name: "cot", PromptContains: []string{candidatePrompt}, Reply: sqlReply("SELECT count(store_name) FROM stores"), Times: 1},
+		fakeollama.Rule{Name: "fix", PromptContains: []string{fixerPrompt}, Reply: sqlReply("SELECT count(*) FROM stores")},
+	)
+	var mu sync.Mutex
+	var stages []string
+	req := f.request("how many stores, with progress")
+	req.Progress = func(s string) { mu.Lock(); stages = append(stages, s); mu.Unlock() }
+	if _, err := f.engine(t).Translate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"finding the question's terms", "generating candidate 1/1", "fixing the divide candidate, round 1"}
+	if strings.Join(stages, "|") != strings.Join(want, "|") {
+		t.Errorf("stages %q, want %q", stages, want)
+	}
+}

@@ -1,0 +1,83 @@
+package llm
+
+import (
+	"errors"
+	"strings"
+)
+
+// Why a streamed answer was ended by the client (ChatResponse.DoneReason).
+const (
+	// DoneComplete: the answer held what was asked (ChatRequest.Complete).
+	DoneComplete = "complete"
+	// DoneRepetition: the model started writing the same text over.
+	DoneRepetition = "repetition"
+	// DoneLength is the servers' reason for an answer cut at the cap.
+	DoneLength = "length"
+)
+
+// errStopEarly ends reading a stream the client has seen enough of.
+var errStopEarly = errors.New("answer complete")
+
+// watcher follows a streamed answer: its text, how many chunks (about one
+// token each) arrived, and whether to stop reading.
+type watcher struct {
+	complete func(string) bool
+	max      int // answer byte cap
+	text     strings.Builder
+	chunks   int
+	cut      string // DoneComplete or DoneRepetition once stopped
+	checked  int    // text length at the last repetition check
+}
+
+// add takes one piece; it returns errStopEarly when the answer is complete
+// or repeating, errAnswerTooLong past the byte cap.
+func (w *watcher) add(piece string) error {
+	if piece == "" {
+		return nil
+	}
+	if w.text.Len()+len(piece) > w.max {
+		return errAnswerTooLong
+	}
+	w.text.WriteString(piece)
+	w.chunks++
+	// Checks run where a statement or a JSON value can end, and the
+	// repetition check every 64 bytes: parsing on every token would cost
+	// more than it saves.
+	if w.complete != nil && strings.ContainsAny(piece, "`;}\n") && w.complete(w.text.String()) {
+		w.cut = DoneComplete
+		return errStopEarly
+	}
+	if n := w.text.Len(); n-w.checked >= 64 {
+		w.checked = n
+		if Repeating(w.text.String()) {
+			w.cut = DoneRepetition
+			return errStopEarly
+		}
+	}
+	return nil
+}
+
+// Repeating reports whether text ends in a loop: its last 64 bytes already
+// occurred twice before. Small models under greedy decoding fall into such
+// loops and would write them until the cap.
+func Repeating(text string) bool {
+	const tail = 64
+	if len(text) < 4*tail {
+		return false
+	}
+	t := text[len(text)-tail:]
+	if strings.TrimSpace(t) == "" {
+		return true // endless whitespace
+	}
+	return strings.Count(text, t) >= 3
+}
+
+// estimateTokens is the prompt's size when the server gave no count (a
+// stream the client ended): about 4 bytes a token.
+func estimateTokens(system string, msgs []Message) int {
+	n := len(system)
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	return (n + 3) / 4
+}
