@@ -46,6 +46,9 @@ type Server struct {
 	Asks     *Recent                    // nil: no recent asks
 	// Workload is what --learn-workload captured and learnt; nil: no section.
 	Workload *workload.Collector
+	// Verified lists the verified queries with their use counts; nil: no
+	// section.
+	Verified func() []VerifiedQuery
 	Version  string
 	Started  time.Time
 }
@@ -156,6 +159,10 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.Workload != nil {
 		data.Workload = workloadSection(s.Workload)
+	}
+	if s.Verified != nil {
+		data.Verified = s.Verified()
+		data.ShowVerified = true
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")

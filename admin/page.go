@@ -19,6 +19,15 @@ type pageData struct {
 	Catalogs     []catalog.Status
 	ShowCatalogs bool
 	Workload     *workloadData // nil: learning is off
+	Verified     []VerifiedQuery
+	ShowVerified bool
+}
+
+// VerifiedQuery is one verified query as the page lists it.
+type VerifiedQuery struct {
+	Database, Name, Question string
+	Roles                    []string
+	Uses                     int64 // asks it answered since the start
 }
 
 // workloadData is the workload section: totals, and per database the most
@@ -146,5 +155,10 @@ code,pre{font-family:ui-monospace,monospace;font-size:.8rem;white-space:pre-wrap
 {{range .Joins}}<tr class="wjoin"><td><code>{{.Join}}</code></td><td>{{.Count}}</td><td>{{.Queries}}</td></tr>
 {{end}}</table>{{end}}
 {{else}}<p class="muted">Nothing learnt yet.</p>{{end}}{{end}}
+
+{{if .ShowVerified}}<h2 id="verified">Verified queries</h2>
+{{if .Verified}}<table><tr><th>database</th><th>name</th><th>question</th><th>roles</th><th>asks answered</th></tr>
+{{range .Verified}}<tr class="verified"><td>{{.Database}}</td><td>{{.Name}}</td><td>{{.Question}}</td><td>{{range $i, $r := .Roles}}{{if $i}}, {{end}}{{$r}}{{end}}</td><td>{{.Uses}}</td></tr>
+{{end}}</table>{{else}}<p class="muted">No verified queries (--verified FILE).</p>{{end}}{{end}}
 </body></html>
 `))

@@ -19,6 +19,9 @@ type RenderOptions struct {
 	MaxRetrieved int
 	// NoStats leaves out distinct/null statistics.
 	NoStats bool
+	// NoValues leaves out every stored value (retrieved and most common
+	// examples), for a model that may see the schema only.
+	NoValues bool
 	// OtherNamesOnly makes RenderSoft list the tables outside the selection
 	// by name only (no columns), for schemas whose full name listing would
 	// crowd the prompt.
@@ -338,7 +341,7 @@ func (s *Schema) columnNote(t *Table, c *Column, bare bool, opts RenderOptions) 
 	}
 	var ex []string
 	add := func(v string, limit int) {
-		if len(ex) < limit && !slices.Contains(ex, v) {
+		if !opts.NoValues && len(ex) < limit && !slices.Contains(ex, v) {
 			ex = append(ex, v)
 		}
 	}

@@ -190,6 +190,12 @@ func (e *Engine) optimize(ctx context.Context, a *ask, res *Result) {
 	a.progress("optimizing the chosen query")
 	st := a.trace.begin("optimize")
 	defer a.trace.end(st)
+	if !a.view.data.Values() && len(res.Rewrites()) > 0 {
+		// Its SQL and plans would carry the stored values literal
+		// correction chose.
+		st.Note = "kept the chosen SQL: it holds corrected literals and the model may not see stored values"
+		return
+	}
 	stmt, note, err := a.profile.Optimizer.Optimize(ctx, &a.in, e.model(a, st, llm.RoleGenerator), a.exec, res.Statement)
 	if err != nil || stmt.IsZero() {
 		st.Note = "kept the chosen SQL"

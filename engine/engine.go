@@ -23,10 +23,12 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/catalog/semantic"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/prompts"
@@ -64,6 +66,9 @@ type Engine struct {
 	// NoLiteralCorrection leaves string literals as the model wrote them
 	// (by default a literal no row matches becomes the closest stored value).
 	NoLiteralCorrection bool
+	// ModelData is what of the data may reach the model (schema, values,
+	// rows); "" is DefaultModelData.
+	ModelData ModelData
 
 	// Profiles are the profiles asks may name (nil: the built-in ones,
 	// Profiles()). DefaultProfile applies when neither the ask nor
@@ -71,6 +76,13 @@ type Engine struct {
 	Profiles         map[string]*Profile
 	DefaultProfile   string
 	DatabaseProfiles map[string]string
+	// SemanticJoins are the semantic layer's join paths ("schema.table.
+	// column" pairs, catalog/semantic), listed ahead of the workload's and
+	// the inferred ones wherever both tables exist.
+	SemanticJoins []semantic.Join
+	// Verified are the operator's verified queries (nil: none): a close
+	// match answers the ask with its SQL, a near miss is a strong example.
+	Verified VerifiedQueries
 	// Pairs remembers question→SQL pairs per database for few-shot examples
 	// (nil: in this process only).
 	Pairs memory.PairStore
@@ -97,8 +109,9 @@ type Engine struct {
 	lex      lexicons
 	// synthesized holds the workload queries (database, fingerprint)
 	// already turned into pairs or tried: once each, not once per ask.
-	synthesized tried
-	speeds      speeds
+	synthesized  tried
+	verifiedUses verifiedUses
+	speeds       speeds
 }
 
 // Request is one question.
@@ -113,6 +126,9 @@ type Request struct {
 	// Profile names the profile (fast, balanced, max); "" for the
 	// database's or the engine's default.
 	Profile string
+	// History is the asking session's recent asks (nil: none kept). A
+	// follow-up is read against it, and the answered ask is added to it.
+	History *conversation.History
 	// Progress, when set, is told each stage as it begins ("generating
 	// candidate 2/3"), from the ask's goroutines.
 	Progress func(stage string)
@@ -146,6 +162,12 @@ type Result struct {
 	Alternatives []*Candidate
 	// Optimized says what the optimizer did ("" when it did not run).
 	Optimized string
+	// Standalone is the question as the engine understood it when it was
+	// a follow-up of the session's earlier asks ("" when it stood alone).
+	Standalone string
+	// Verified names the verified query that answered the ask ("" when the
+	// SQL was generated).
+	Verified string
 	// Names resolves names as the asking session did when this ask probed
 	// it, for sealing SQL around the answer (the table-function form)
 	// without probing the session a second time.
@@ -240,14 +262,21 @@ type ask struct {
 	budget  *budget
 	exec    sealed.Executor // req.Exec, one statement at a time
 	in      GenInput        // prompt material, fixed once the schema is selected
-	cands   []*Candidate
+	view    modelView
+	// asked and standalone: the question as asked and as understood, when
+	// followUp rewrote it (a.req.Question is then the standalone one).
+	asked, standalone string
+	// verifiedExample is a verified query the ask nearly matched, shown to
+	// the model first.
+	verifiedExample *prompts.Example
+	cands           []*Candidate
 }
 
 // Translate runs the pipeline for one question.
 func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	e.once.Do(e.applyDefaults)
 	start := time.Now()
-	a := &ask{req: req, trace: &Trace{}}
+	a := &ask{req: req, trace: &Trace{}, view: modelView{e.ModelData}}
 	prof, err := e.profileFor(req)
 	if err != nil {
 		return nil, err
@@ -275,9 +304,11 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	res.Trace = a.trace
 	res.Role = a.role()
 	res.Profile = prof.Name
+	res.Standalone = a.standalone
 	if a.sess != nil {
 		res.Names = a.sess.names
 	}
+	e.remember(a, res)
 	e.Logger.Info("ask answered", zap.String("database", req.Database), zap.String("user", req.User),
 		zap.String("role", a.role()), zap.String("profile", prof.Name), zap.String("question", e.Redact.Question(req.Question)),
 		zap.String("sql", e.Redact.SQL(res.SQL())), zap.Float64("confidence", res.Confidence), zap.Object("trace", logTrace{a.trace, e.Redact}))
@@ -302,10 +333,33 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if err := e.inspectSession(ctx, a); err != nil {
 		return nil, err
 	}
+	if err := e.followUp(ctx, a); err != nil {
+		return nil, err
+	}
+
+	if e.Verified != nil {
+		// Verified queries come before the cache: an entry added since an
+		// answer was cached answers from then on.
+		a.schema0 = snap.Schema
+		if !e.AllSchema {
+			if err := e.restrictToRole(ctx, a); err != nil {
+				return nil, err
+			}
+		} else {
+			a.schema0 = withoutSecuredExamples(snap.Schema, a.sess.secured)
+		}
+		if res, ok := e.tryVerified(ctx, a); ok {
+			return res, nil
+		}
+	}
 
 	key := CacheKey{Question: a.req.Question, Database: a.req.Database, Fingerprint: snap.Schema.Fingerprint,
 		Role: a.sess.role, Session: a.sess.key(), Profile: a.profile.Name}
-	if t, ok := e.Cache.Get(key); ok {
+	cache := e.Cache
+	if a.asked != "" {
+		cache = nil // a follow-up's reading is this session's own
+	}
+	if t, ok := cache.Get(key); ok {
 		// A cached translation is checked and sealed again: the guard's
 		// verdict depends on today's functions and views, not the day it
 		// was cached.
@@ -328,6 +382,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 		return nil, noTables(a, len(snap.Schema.Tables))
 	}
 	e.loadLearned(ctx, a)
+	e.addSemanticJoins(a)
 	a.progress("finding the question's terms")
 	if err := e.extractKeywords(ctx, a); err != nil {
 		return nil, err
@@ -344,11 +399,12 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	a.in = GenInput{
 		Question:     a.req.Question,
 		Schema:       a.schema,
-		Values:       promptValues(a.values),
+		Values:       a.view.values(promptValues(a.values)),
 		Descriptions: promptDescriptions(a.descs),
-		Examples:     e.examples(ctx, a),
+		Examples:     a.view.examples(e.withVerified(a, e.examples(ctx, a))),
 		Queries:      a.queries,
 		Guard:        e.guardOptions(a),
+		view:         a.view,
 	}
 
 	res, err := e.candidates(ctx, a)
@@ -358,7 +414,7 @@ func (e *Engine) translate(ctx context.Context, a *ask) (*Result, error) {
 	if a.profile.Optimizer != nil {
 		e.optimize(ctx, a, res)
 	}
-	e.Cache.Put(key, memory.CacheEntry{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
+	cache.Put(key, memory.CacheEntry{SQL: res.Statement.Display(), Confidence: res.Confidence, Rewrites: res.Rewrites()})
 	return res, nil
 }
 
@@ -629,6 +685,11 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 	tried := map[string]bool{}
 	for round := 0; ; round++ {
 		var rw []memory.LiteralRewrite
+		if !a.view.data.Values() {
+			// The model rewrote the SQL as it wrote it (modelView.sql):
+			// the correction is made again on what it returned.
+			rewrites = nil
+		}
 		sql, rw = e.correctLiterals(ctx, a, sql)
 		tried[strings.TrimSpace(sql)] = true
 		rewrites = append(rewrites, rw...)
@@ -660,7 +721,7 @@ func (e *Engine) settle(ctx context.Context, a *ask, c *Candidate, fixer Fixer, 
 		a.progress("fixing the %s candidate, round %d", c.Generator, round+1)
 		st := a.trace.begin("fix")
 		st.Note = c.Generator + ": " + prob.String()
-		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), sql, *prob)
+		fixed, err := fixer.Fix(ctx, &a.in, e.model(a, st, llm.RoleGenerator), a.view.sql(sql, rewrites), *prob)
 		a.trace.end(st)
 		if err != nil {
 			if errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget) || errors.Is(err, llm.ErrUnanswerable) {
@@ -714,7 +775,7 @@ func (e *Engine) check(ctx context.Context, a *ask, sql string) (sealed.Statemen
 	}
 	if nulls := nullHeavyColumns(rows); len(nulls) > 0 {
 		st.Note = "trial: mostly NULL " + strings.Join(nulls, ",")
-		return stmt, rows, &Problem{NullColumns: nulls, Sample: SampleOf(rows, 5)}, nil
+		return stmt, rows, &Problem{NullColumns: nulls, Sample: a.view.sample(rows, 5)}, nil
 	}
 	st.Note = fmt.Sprintf("trial: %d rows", len(rows.Values))
 	return stmt, rows, nil, nil

@@ -231,7 +231,7 @@ func (g decomposeGenerator) Generate(ctx context.Context, in *GenInput, m Model,
 			// The refiner: one repair with the server's error, so the next
 			// step builds on SQL that runs.
 			fp, err := prompts.Fixer(prompts.FixerParams{Question: in.Question, Schema: in.Schema, SQL: next,
-				Error: &prompts.ExecError{Message: se.Message, SQLState: se.Code, Hint: se.Hint, Position: se.Position}})
+				Error: in.view.execError(se, next)})
 			if err != nil {
 				return nil, err
 			}
@@ -243,7 +243,7 @@ func (g decomposeGenerator) Generate(ctx context.Context, in *GenInput, m Model,
 		sql = next
 		sample = nil
 		if rerr == nil && rows != nil {
-			sample = SampleOf(rows, 3)
+			sample = in.view.sample(rows, 3)
 		}
 	}
 	return []string{sql}, nil
@@ -265,7 +265,7 @@ func (llmFixer) Fix(ctx context.Context, in *GenInput, m Model, sql string, prob
 		Sample:       prob.Sample,
 	}
 	if se := prob.ExecErr; se != nil {
-		params.Error = &prompts.ExecError{Message: se.Message, SQLState: se.Code, Detail: se.Detail, Hint: se.Hint, Position: se.Position}
+		params.Error = in.view.execError(se, sql)
 	}
 	p, err := prompts.Fixer(params)
 	if err != nil {

@@ -27,7 +27,7 @@ const maxFilterLines = 400
 // ModelSchemaSelection (balanced, max) run it when the whole schema does not
 // fit the budget: 3 calls.
 func (e *Engine) selectSchemaWithModel(ctx context.Context, a *ask) error {
-	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
+	opts := a.view.renderOptions(a.values)
 	if a.sess != nil {
 		opts.SearchPath = a.sess.searchPath
 	}

@@ -25,7 +25,7 @@ func (e *Engine) selectSchema(a *ask) {
 func (e *Engine) selectSchemaBudget(a *ask, budget int) []string {
 	st := a.trace.begin("schema")
 	defer a.trace.end(st)
-	opts := catalog.RenderOptions{Examples: valueExamples(a.values)}
+	opts := a.view.renderOptions(a.values)
 	if a.sess != nil {
 		// Names outside the asker's search_path are shown qualified, so the
 		// model writes SQL that resolves in this session.

@@ -149,7 +149,7 @@ func (s pairwiseSelector) Select(ctx context.Context, in *GenInput, m Model, clu
 			a, b := clusters[i].Candidates[0], clusters[j].Candidates[0]
 			p, err := prompts.Pairwise(prompts.PairwiseParams{
 				Question: in.Question, Schema: in.Schema, Descriptions: in.Descriptions,
-				A: a.SQL, B: b.SQL, ResultA: SampleOf(a.Rows, 5), ResultB: SampleOf(b.Rows, 5),
+				A: in.view.sql(a.SQL, a.Rewrites), B: in.view.sql(b.SQL, b.Rewrites), ResultA: in.view.sample(a.Rows, 5), ResultB: in.view.sample(b.Rows, 5),
 			})
 			if err != nil {
 				return Choice{}, err
@@ -199,7 +199,8 @@ func (s unitTestSelector) Name() string { return "unit-tests" }
 func (s unitTestSelector) Select(ctx context.Context, in *GenInput, m Model, clusters []Cluster) (Choice, error) {
 	views := make([]prompts.CandidateView, len(clusters))
 	for i, c := range clusters {
-		views[i] = prompts.CandidateView{SQL: c.Candidates[0].SQL, Result: SampleOf(c.Candidates[0].Rows, 5)}
+		c0 := c.Candidates[0]
+		views[i] = prompts.CandidateView{SQL: in.view.sql(c0.SQL, c0.Rewrites), Result: in.view.sample(c0.Rows, 5)}
 	}
 	p, err := prompts.UnitTests(prompts.UnitTestsParams{Question: in.Question, Schema: in.Schema, Candidates: views, Count: s.tests})
 	if err != nil {

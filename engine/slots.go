@@ -58,6 +58,8 @@ type GenInput struct {
 	// Guard is what this ask's SQL is sealed with (the operator's lists and
 	// the database's function catalog), for stages that seal SQL themselves.
 	Guard guard.Options
+
+	view modelView // what of the data stages may show the model
 }
 
 // Runner checks SQL with the guard and trial-runs it on the asking session,

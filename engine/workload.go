@@ -566,6 +566,8 @@ func renderJoins(s *catalog.Schema, links []JoinLink, searchPath []string) strin
 	for _, j := range links {
 		note := "same column name"
 		switch {
+		case j.Uses == semanticJoin:
+			note = "semantic model"
 		case j.Uses == 1:
 			note = "used by 1 query"
 		case j.Uses > 1:

@@ -60,7 +60,7 @@ func OutputCap(step string) int {
 	switch step {
 	case "keywords", "literal":
 		return 64
-	case "column_filter", "table_selection", "unittest_eval", "askall_context_switch", "askall_return_type":
+	case "column_filter", "table_selection", "unittest_eval", "askall_context_switch", "askall_return_type", "followup":
 		return 192
 	case "schema_selection", "decompose", "pairwise", "workload_example", "optimize_instruction", "direct":
 		return 320
@@ -78,7 +78,7 @@ func OutputCap(step string) int {
 // overrides their caps.
 func OutputSteps() []string {
 	return []string{"askall_answer", "askall_context_switch", "askall_plan", "askall_return_type", "candidate",
-		"column_filter", "decompose", "direct", "fixer", "keywords", "literal", "optimize_instruction",
+		"column_filter", "decompose", "direct", "fixer", "followup", "keywords", "literal", "optimize_instruction",
 		"optimize_rewrite", "pairwise", "schema_selection", "subsql", "synthetic", "table_selection",
 		"unittest_eval", "unittests", "workload_example"}
 }

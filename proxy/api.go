@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 )
 
 // Translator turns a natural-language question into SQL. The engine implements it.
@@ -23,6 +24,9 @@ type TranslateRequest struct {
 	// ClientEncoding is the session's client_encoding ("" until reported).
 	ClientEncoding string
 	Exec           sealed.Executor // runs sealed statements on this client's own upstream session
+	// Conversation is this session's recent asks, for follow-up questions:
+	// the session's own, emptied by DISCARD ALL and gone with the session.
+	Conversation *conversation.History
 	// Progress sends msg to the client at once as a NOTICE while the ask
 	// runs (psql and most drivers show notices as they arrive; JDBC and
 	// psycopg keep them with the statement).

@@ -358,6 +358,7 @@ func (s *session) translate(m Marker) (Translation, error) {
 	defer s.sh.endTranslation()
 	return s.srv.Translator.Translate(ctx, TranslateRequest{
 		Marker: m, Database: s.database, User: s.user, TxStatus: tx, ClientEncoding: s.encoding(), Exec: &executor{s: s},
+		Conversation: &s.conv,
 		// A NoticeResponse may arrive at any time in either protocol; the
 		// client's stream is at a synced point while the ask runs.
 		Progress: func(msg string) { _ = s.sendClient(encodeNotice(s.toClient(msg))) },

@@ -121,8 +121,8 @@ func (s *session) serverInspects(typ byte, n int) bool {
 		return true
 	case beParameterStatus: // client_encoding
 		return n <= maxInspected
-	case beCommandComplete: // DDL (OnDDL); DISCARD/DEALLOCATE ALL while asks are in play
-		return (s.srv.OnDDL != nil || s.sig.tracked.Load()) && n <= maxTagInspected
+	case beCommandComplete: // DDL (OnDDL); DISCARD ALL (conversation); DISCARD/DEALLOCATE ALL while asks are in play
+		return (s.srv.watchTags() || s.sig.tracked.Load()) && n <= maxTagInspected
 	}
 	return false
 }
@@ -134,7 +134,7 @@ func (s *session) serverChanges(typ byte) bool {
 	case beReadyForQuery, beErrorResponse, beParameterStatus, beCopyInResponse, beCopyBothResponse:
 		return true
 	case beCommandComplete:
-		return s.srv.OnDDL != nil || s.sig.tracked.Load()
+		return s.srv.watchTags() || s.sig.tracked.Load()
 	}
 	return false
 }
@@ -168,7 +168,7 @@ func (s *session) onServer(typ byte, body []byte) (drain bool) {
 		}
 	case beCommandComplete:
 		if body != nil {
-			if s.srv.OnDDL != nil {
+			if s.srv.watchTags() {
 				s.noteTag(body)
 			}
 			if s.sig.tracked.Load() {

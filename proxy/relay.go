@@ -205,8 +205,21 @@ func (s *session) upstreamLost(locked bool, err error) {
 	s.close()
 }
 
+// watchTags: command tags are read when DDL refreshes the catalog or a
+// session may hold a conversation (DISCARD ALL empties it).
+func (srv *Server) watchTags() bool { return srv.OnDDL != nil || srv.Translator != nil }
+
+// noteTag acts on a CommandComplete tag: DDL refreshes the catalog, DISCARD
+// ALL forgets the session's conversation.
 func (s *session) noteTag(tag []byte) {
 	tag = bytes.TrimRight(tag, "\x00")
+	if string(tag) == "DISCARD ALL" {
+		s.conv.Reset()
+		return
+	}
+	if s.srv.OnDDL == nil {
+		return
+	}
 	for _, p := range []string{"CREATE ", "ALTER ", "DROP ", "COMMENT"} {
 		if bytes.HasPrefix(tag, []byte(p)) {
 			go s.srv.OnDDL(s.database, string(tag))

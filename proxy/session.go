@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -72,7 +73,10 @@ type session struct {
 	cw  clientWriter
 
 	replies replyQueue // what to do with the replies to each message sent upstream
-	execMu  sync.Mutex // one trial run at a time on the session (executor.go)
+	// conv is the session's recent asks (follow-up questions); reset when
+	// the server reports DISCARD ALL (noteTag), dropped with the session.
+	conv   conversation.History
+	execMu sync.Mutex // one trial run at a time on the session (executor.go)
 }
 
 // clientSide is the state of the client → upstream direction: read the

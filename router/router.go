@@ -86,7 +86,15 @@ var (
 // stages (stage, ms, llm_calls, prompt_tokens, completion_tokens, note);
 // literals is a JSON array of the literals literal correction changed
 // (table, column, from, to, kind), NULL when none.
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals"}
+// understood_as is the standalone question a follow-up was read as, NULL
+// when the question stood alone.
+// verified names the verified query that answered, NULL when the SQL was
+// generated.
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as", "verified"}
+
+// ProfileNew is the marker's word that starts the session's conversation
+// again: `ask(new): …` forgets the earlier asks before answering.
+const ProfileNew = "new"
 
 // Translate implements proxy.Translator.
 func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, error) {
@@ -110,6 +118,12 @@ func (t Translator) Translate(ctx context.Context, req proxy.TranslateRequest) (
 // the asking session resolved names when the engine probed it (nil when
 // it did not answer).
 func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest) (proxy.Translation, guard.Names, error) {
+	profile := req.Marker.Profile
+	if profile == ProfileNew {
+		// ask(new): the conversation starts again with this question.
+		req.Conversation.Reset()
+		profile = ""
+	}
 	start := time.Now()
 	res, err := t.Engine.Translate(ctx, engine.Request{
 		Question: req.Marker.Question,
@@ -117,7 +131,8 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		User:     req.User,
 		TxStatus: pg.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
-		Profile:  req.Marker.Profile,
+		Profile:  profile,
+		History:  req.Conversation,
 		Progress: t.progress(req, start),
 	})
 	if err != nil {
@@ -144,7 +159,13 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		row := []*string{
 			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
 			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
-			str(res.Profile), nil, str(traceJSON(res.Trace)), nil,
+			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil, nil,
+		}
+		if res.Verified != "" {
+			row[11] = str(res.Verified)
+		}
+		if res.Standalone != "" {
+			row[10] = str(res.Standalone)
 		}
 		if rw := res.Rewrites(); len(rw) > 0 {
 			b, err := json.Marshal(rw)
@@ -214,6 +235,12 @@ func str(s string) *string { return &s }
 // engine had several readings, its confidence and the others.
 func notice(res *engine.Result, shown string) string {
 	n := "nlproxy: " + shown
+	if res.Verified != "" {
+		n = "nlproxy: verified: " + res.Verified + "\n" + shown
+	}
+	if res.Standalone != "" {
+		n = "nlproxy: understood as: " + res.Standalone + "\n" + strings.TrimPrefix(n, "nlproxy: ")
+	}
 	if res.Confidence >= 0 {
 		n += "\n(profile " + res.Profile + ", confidence " + engine.FormatConfidence(res.Confidence) + ")"
 	}

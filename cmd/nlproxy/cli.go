@@ -18,6 +18,7 @@ Usage:
   nlproxy catalog build|show|lookup ...   build, print and query the schema and value catalog
   nlproxy workload show|forget ...        what --learn-workload learnt per database; forget some of it
   nlproxy eval load|run|report|compare    measure accuracy on sql-eval or BIRD through the proxy
+  nlproxy verified list|add|remove ...    manage the verified queries file (--verified)
   nlproxy healthcheck [--url URL]         exit 0 when the proxy's /readyz answers 200 (container health checks)
   nlproxy version                         print the version and commit (also --version)
   nlproxy help [command]                  this text, or one command's flags and environment

@@ -92,6 +92,9 @@ type EngineConfig struct {
 	MaxQuestionBytes int
 	// NoLiteralCorrection keeps string literals as the model wrote them.
 	NoLiteralCorrection bool
+	// ModelData says what of the data may reach the model: schema, values
+	// or rows (engine.ModelData).
+	ModelData string
 	// MaxAsks and MaxAsksPerClient cap questions answered at once.
 	MaxAsks          int
 	MaxAsksPerClient int
@@ -109,6 +112,10 @@ type EngineConfig struct {
 	// Examples is a file of operator question→SQL pairs (YAML list of
 	// {database, question, sql}) shown to the model as few-shot examples.
 	Examples string
+	// Verified is a file of verified queries (catalog/verified).
+	Verified string
+	// SemanticModels are dbt semantic manifests to import (catalog/semantic).
+	SemanticModels []string
 	// AskAll configures questions across databases (askall.go).
 	AskAll AskAllConfig
 	// Optimize tunes optimize: and the max profile's optimizer stage.

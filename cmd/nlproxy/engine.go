@@ -12,7 +12,9 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/catalog/semantic"
 	"github.com/nlproxy/nlproxy/catalog/store"
+	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
@@ -125,6 +127,19 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		}
 		mgr.Glossary = docs
 	}
+	modelData, err := engine.ParseModelData(ec.ModelData)
+	if err != nil {
+		return nil, fmt.Errorf("--model-data: %w", err)
+	}
+	var semanticJoins []semantic.Join
+	for _, f := range ec.SemanticModels {
+		l, err := semantic.ReadDBT(f)
+		if err != nil {
+			return nil, err
+		}
+		mgr.Glossary = append(mgr.Glossary, l.Docs()...)
+		semanticJoins = append(semanticJoins, l.Joins()...)
+	}
 	eng := &engine.Engine{
 		LLM:                 client,
 		Catalogs:            mgr,
@@ -134,6 +149,8 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		TrialTimeout:        time.Duration(ec.TrialTimeout),
 		TrialMaxBytes:       ec.TrialMaxBytes,
 		NoLiteralCorrection: ec.NoLiteralCorrection,
+		ModelData:           modelData,
+		SemanticJoins:       semanticJoins,
 		NumCtx:              ec.NumCtx,
 		Guard:               guard.Options{AllowFunctions: ec.AllowFunctions, DenyFunctions: ec.DenyFunctions},
 		Redact:              cfg.Ops.redaction(),
@@ -147,6 +164,13 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 		// Remembered pairs are then ranked by meaning (a catalog store,
 		// when configured, takes their place with its own embeddings).
 		eng.Pairs = &engine.MemoryPairs{Embedder: llm.NewEmbedder(client, ec.EmbedModel)}
+	}
+	if ec.Verified != "" {
+		es, err := verified.Read(ec.Verified)
+		if err != nil {
+			return nil, err
+		}
+		eng.Verified = verified.List(es)
 	}
 	// The max profile's last stage, as configured.
 	stage := ec.Optimize.optimizer()

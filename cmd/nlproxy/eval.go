@@ -184,6 +184,7 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	retry := set.Bool("retry-errors", false, "ask again the questions recorded with outcome error")
 	cmp := set.String("compare", "", "comparison rules: sql-eval or bird (default: the dataset's)")
 	quiet := set.Bool("quiet", false, "no progress bar")
+	convs := set.String("conversations", "", "ask the conversations of this JSON file (e.g. datasets/followups/sql-eval.json) instead of the dataset's questions: each conversation's turns in order in one session, follow-ups read against the turns before")
 	if err := parseFlags(set, args, stdout, stderr, "nlproxy eval run --proxy URL | --upstream URL [flags] [-- serve flags]"); err != nil {
 		return err
 	}
@@ -193,6 +194,13 @@ func evalRun(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ds, dbs, err := df.open()
 	if err != nil {
 		return err
+	}
+	if *convs != "" {
+		cs, err := dataset.ReadConversations(*convs)
+		if err != nil {
+			return err
+		}
+		ds.Questions = dataset.Questions(cs)
 	}
 	ds.Filter(dbs, *unanswerable)
 	if *limit > 0 && *limit < len(ds.Questions) {

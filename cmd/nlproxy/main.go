@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runWorkload(args, stdout, stderr)
 	case "eval":
 		return runEval(ctx, args, stdout, stderr)
+	case "verified":
+		return runVerified(args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, os.Getenv, stdout, stderr)
 	case "version", "-version", "--version":
@@ -91,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runEval(ctx, sub, stdout, stderr)
 		case "workload":
 			return runWorkload([]string{"--help"}, stdout, stderr)
+		case "verified":
+			return runVerified([]string{"help"}, stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "Usage:\n  nlproxy version    (or nlproxy --version)")
 			return nil

@@ -18,6 +18,8 @@ import (
 
 	"github.com/nlproxy/nlproxy/admin"
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/verified"
+	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/internal/metrics"
 	"github.com/nlproxy/nlproxy/internal/redact"
 	"github.com/nlproxy/nlproxy/proxy"
@@ -210,6 +212,9 @@ func (o *ops) start(cfg Config, srv *proxy.Server, parts *engineParts, token str
 		admin.Check{Name: "upstream", Check: upstreamCheck(srv.Upstreams)})
 	if parts != nil {
 		a.Catalogs = parts.catalogs.Status
+		if list, ok := parts.engine.Verified.(verified.List); ok {
+			a.Verified = verifiedRows(list, parts.engine)
+		}
 		a.Checks = append(a.Checks,
 			admin.Check{Name: "catalog", Check: catalogCheck(parts.catalogs, catalogDatabases(cfg))},
 			admin.Check{Name: "ollama", Check: parts.ollamaCheck, Notes: parts.llm.Notes})
@@ -373,4 +378,18 @@ func (h *hostList) Set(s string) error {
 	}
 	*h.dst += "," + s
 	return nil
+}
+
+// verifiedRows lists the verified queries with their use counts for the
+// admin page.
+func verifiedRows(list verified.List, eng *engine.Engine) func() []admin.VerifiedQuery {
+	return func() []admin.VerifiedQuery {
+		uses := eng.VerifiedUses()
+		out := make([]admin.VerifiedQuery, 0, len(list))
+		for _, e := range list {
+			out = append(out, admin.VerifiedQuery{Database: e.Database, Name: e.Name, Question: e.Question, Roles: e.Roles,
+				Uses: uses[e.Database+"/"+e.Name]})
+		}
+		return out
+	}
 }

@@ -147,6 +147,8 @@ type Step struct {
 	SQL      string   // settled SQL as written, when one was found
 	Rows     *pg.Rows // its result (nil in PlanOnly or on failure)
 	Err      error    // why the step has no result
+
+	modelSQL string // SQL as the model may see it (engine.Engine.ModelSQL)
 }
 
 // Skip is a database that could not be asked, and why.
@@ -649,6 +651,7 @@ func (a *Asker) runStep(ctx context.Context, req Request, t *target, st *Step) {
 		return
 	}
 	st.SQL = res.SQL()
+	st.modelSQL = a.Engine.ModelSQL(res)
 	if req.PlanOnly {
 		return
 	}
@@ -666,7 +669,7 @@ func (a *Asker) runStep(ctx context.Context, req Request, t *target, st *Step) {
 // returnsRows is the return-type decision: are the step's rows, as they
 // are, the answer to the question?
 func (a *Asker) returnsRows(ctx context.Context, req Request, st *Step) bool {
-	p, err := prompts.ReturnType(prompts.ReturnTypeParams{Question: req.Question, Database: st.Database, SQL: st.SQL})
+	p, err := prompts.ReturnType(prompts.ReturnTypeParams{Question: req.Question, Database: st.Database, SQL: st.modelSQL})
 	if err != nil {
 		return false
 	}
@@ -682,9 +685,19 @@ func (a *Asker) returnsRows(ctx context.Context, req Request, st *Step) bool {
 // whatever the model wrote.
 func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 	ans.Kind = KindText
+	if !a.Engine.ModelData.Rows() {
+		// Prose is written from rows, which may not reach the model: the
+		// answer is the computed figures, the rows are in the notices.
+		text := "The model may not see result rows (model data: " + string(a.Engine.ModelData) + "); each step's SQL is in the notices: run it for the rows."
+		if len(ans.Computed) > 0 {
+			text = "Computed: " + strings.Join(ans.Computed, "; ") + "."
+		}
+		ans.Text = text
+		return nil
+	}
 	steps := make([]prompts.AnswerStep, 0, len(ans.Steps)+len(ans.Skipped))
 	for i, st := range ans.Steps {
-		s := prompts.AnswerStep{N: i + 1, Database: st.Database, Goal: st.Goal, SQL: st.SQL}
+		s := prompts.AnswerStep{N: i + 1, Database: st.Database, Goal: st.Goal, SQL: st.modelSQL}
 		if st.Err != nil {
 			s.Problem = ErrText(st.Err)
 		} else {

@@ -40,6 +40,12 @@ type Question struct {
 	// Unanswerable: the data cannot answer it (sql-eval idk.csv); abstaining
 	// is the right outcome.
 	Unanswerable bool `json:"unanswerable,omitempty"`
+	// Conversation and Turn place a question in a conversation (see
+	// Conversation): its turns are asked in order in one session.
+	// Standalone is how the question reads without the turns before it.
+	Conversation string `json:"conversation,omitempty"`
+	Turn         int    `json:"turn,omitempty"`
+	Standalone   string `json:"standalone,omitempty"`
 }
 
 // Text is what is asked: the question, then the instructions on the next line.

@@ -58,6 +58,16 @@ type Result struct {
 	GoldHead *compare.Table `json:"gold_head,omitempty"` // first rows, for the report
 	GenHead  *compare.Table `json:"gen_head,omitempty"`
 	Time     time.Time      `json:"time"`
+	// Conversation and Turn place the question in a conversation;
+	// Standalone is the dataset's reading of a follow-up, Understood the
+	// engine's (ask-sql's understood_as; "" when it read none).
+	Conversation string `json:"conversation,omitempty"`
+	Turn         int    `json:"turn,omitempty"`
+	Standalone   string `json:"standalone,omitempty"`
+	Understood   string `json:"understood_as,omitempty"`
+	// Verified names the verified query that answered ("" when the SQL was
+	// generated).
+	Verified string `json:"verified,omitempty"`
 }
 
 // Rewrite is one literal the engine changed to a stored value.

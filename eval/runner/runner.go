@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,16 +114,29 @@ func Run(ctx context.Context, ds *dataset.Dataset, opts Options) ([]Result, erro
 		}
 		defer app.Close()
 	}
-	var todo []dataset.Question
-	for _, q := range ds.Questions {
-		if !skip[q.ID] {
-			todo = append(todo, q)
+	// A job is one question, or the turns of one conversation, asked in
+	// order in one session; a conversation not wholly recorded is asked
+	// again from its first turn (its history is gone with its session).
+	var todo [][]dataset.Question
+	asked := 0
+	for _, g := range groups(ds.Questions) {
+		all := true
+		for _, q := range g {
+			all = all && skip[q.ID]
 		}
+		if all {
+			continue
+		}
+		if len(g) > 1 || g[0].Conversation != "" {
+			done = slices.DeleteFunc(done, func(r Result) bool { return r.Conversation == g[0].Conversation })
+		}
+		todo = append(todo, g)
+		asked += len(g)
 	}
-	bar := newProgress(opts.Progress, opts.TTY, len(done)+len(todo), done)
+	bar := newProgress(opts.Progress, opts.TTY, len(done)+asked, done)
 	defer bar.finish()
 
-	jobs := make(chan dataset.Question)
+	jobs := make(chan []dataset.Question)
 	var (
 		mu      sync.Mutex
 		results = done
@@ -133,24 +147,27 @@ func Run(ctx context.Context, ds *dataset.Dataset, opts Options) ([]Result, erro
 		wg.Go(func() {
 			w := &worker{opts: &opts, ds: ds, conns: map[string]*pgx.Conn{}}
 			defer w.close()
-			for q := range jobs {
-				res := w.ask(ctx, q)
-				mu.Lock()
-				if ctx.Err() == nil || res.Outcome != Error {
-					results = append(results, res)
-					if app != nil && werr == nil {
-						werr = app.write(res)
+			for g := range jobs {
+				w.fresh(ctx, g[0].DB)
+				for _, q := range g {
+					res := w.ask(ctx, q)
+					mu.Lock()
+					if ctx.Err() == nil || res.Outcome != Error {
+						results = append(results, res)
+						if app != nil && werr == nil {
+							werr = app.write(res)
+						}
+						bar.add(res)
 					}
-					bar.add(res)
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		})
 	}
 feed:
-	for _, q := range todo {
+	for _, g := range todo {
 		select {
-		case jobs <- q:
+		case jobs <- g:
 		case <-ctx.Done():
 			break feed
 		}
@@ -193,6 +210,45 @@ func (w *worker) conn(ctx context.Context, db string) (*pgx.Conn, error) {
 	return c, nil
 }
 
+// groups are the questions as the runner asks them: each conversation's
+// turns together, in turn order, each other question alone.
+func groups(qs []dataset.Question) [][]dataset.Question {
+	var out [][]dataset.Question
+	at := map[string]int{}
+	for _, q := range qs {
+		if q.Conversation == "" {
+			out = append(out, []dataset.Question{q})
+			continue
+		}
+		i, ok := at[q.Conversation]
+		if !ok {
+			i = len(out)
+			at[q.Conversation] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], q)
+	}
+	for _, g := range out {
+		slices.SortStableFunc(g, func(a, b dataset.Question) int { return a.Turn - b.Turn })
+	}
+	return out
+}
+
+// fresh starts a new conversation on the session for db: DISCARD ALL makes
+// nlproxy forget the earlier asks, so a question is not read as a
+// follow-up of another. A session that fails it is closed (the next ask
+// opens another, with no history either).
+func (w *worker) fresh(ctx context.Context, db string) {
+	c := w.conns[db]
+	if c == nil || c.IsClosed() {
+		return
+	}
+	if _, err := c.Exec(ctx, "DISCARD ALL", pgx.QueryExecModeSimpleProtocol); err != nil {
+		_ = c.Close(ctx)
+		delete(w.conns, db)
+	}
+}
+
 // Marker is the statement that asks q with the given profile.
 func Marker(profile, text string) string {
 	// The question travels in a block comment: "*/" inside would end it.
@@ -207,6 +263,7 @@ func (w *worker) ask(ctx context.Context, q dataset.Question) Result {
 	res := Result{
 		Run: w.opts.Run, Dataset: w.ds.Name, ID: q.ID, DB: q.DB, Question: q.Text(), Category: q.Category,
 		Difficulty: q.Difficulty, Unanswerable: q.Unanswerable, Profile: w.opts.Profile, Gold: q.Gold, Time: time.Now().UTC(),
+		Conversation: q.Conversation, Turn: q.Turn, Standalone: q.Standalone,
 	}
 	qctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 	defer cancel()
@@ -302,6 +359,12 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 	}
 	if v := cols["trace"]; v != nil && json.Valid([]byte(*v)) {
 		res.Trace = json.RawMessage(*v)
+	}
+	if v := cols["understood_as"]; v != nil {
+		res.Understood = *v
+	}
+	if v := cols["verified"]; v != nil {
+		res.Verified = *v
 	}
 	if v := cols["literals"]; v != nil {
 		if err := json.Unmarshal([]byte(*v), &res.Rewrites); err != nil {

@@ -37,6 +37,8 @@ func TestAsk(t *testing.T) {
 	t.Run("Optimize", func(t *testing.T) { testOptimize(t, f) })
 	t.Run("OptimizeInMax", func(t *testing.T) { testOptimizeInMax(t, f) })
 	t.Run("TableFunction", func(t *testing.T) { testTableFunction(t, f) })
+	t.Run("FollowUp", func(t *testing.T) { testFollowUp(t, f) })
+	t.Run("Verified", func(t *testing.T) { testVerified(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {

@@ -36,6 +36,12 @@ type fixture struct {
 	cats    *catalog.Manager
 	all     []runner.Result // every run's results, for the report
 	sim     *evalsim.Sim    // prepared once; each run derives its own
+	// modelData is the engine's ModelData for the next proxies ("" the
+	// default); fake is the fake Ollama the last proxy talks to.
+	modelData engine.ModelData
+	fake      *fakeollama.Server
+	// verified are the next proxies' verified queries (nil: none).
+	verified engine.VerifiedQueries
 }
 
 func datasetDir(t *testing.T) string {
@@ -75,7 +81,14 @@ func (f *fixture) direct(ctx context.Context, db string) (*pgx.Conn, error) {
 // the runner.
 func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim, w engine.Workload) func(ctx context.Context, db string) (*pgx.Conn, error) {
 	t.Helper()
-	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: sim.Rule()})
+	return f.proxyWith(t, sim.Rule(), w)
+}
+
+// proxyWith is proxyFor with the fake model answering by rule.
+func (f *fixture) proxyWith(t *testing.T, rule *fakeollama.Rule, w engine.Workload) func(ctx context.Context, db string) (*pgx.Conn, error) {
+	t.Helper()
+	fake := fakeollama.New(t, fakeollama.Options{Models: []string{model}, Default: rule})
+	f.fake = fake
 	client, err := llm.New(llm.Config{
 		Host:        fake.URL(),
 		Models:      map[llm.Role]string{llm.RoleGenerator: model, llm.RoleSmall: model},
@@ -85,7 +98,7 @@ func (f *fixture) proxyFor(t *testing.T, sim *evalsim.Sim, w engine.Workload) fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop(), Workload: w}
+	eng := &engine.Engine{LLM: client, Catalogs: f.cats, Cache: engine.NewCache(1000, time.Hour), TrialTimeout: 20 * time.Second, Logger: zap.NewNop(), Workload: w, ModelData: f.modelData, Verified: f.verified}
 	srv := &proxy.Server{
 		Upstreams:  []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		Translator: router.Translator{Engine: eng, StatementTimeout: 30 * time.Second},

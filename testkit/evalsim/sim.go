@@ -48,7 +48,9 @@ const (
 	// keeps the chosen SQL and the figures measure selection only.
 	CallOptInstruction = "optimizer-instruction"
 	CallOptRewrite     = "optimizer-rewrite"
-	CallUnknown        = "unknown"
+	// CallFollowup rewrites a follow-up into a standalone question.
+	CallFollowup = "followup"
+	CallUnknown  = "unknown"
 )
 
 // Options configure the simulated model.
@@ -67,6 +69,16 @@ type Options struct {
 	// P + ExampleLift·(1 − P): the example closes that share of the gap.
 	// 0 leaves examples without effect.
 	ExampleLift float64
+	// Followups are the follow-up questions the model can rewrite, by their
+	// text: with probability P it answers the standalone reading, else the
+	// previous turn's question (the follow-up's change is lost).
+	Followups map[string]Followup
+}
+
+// Followup is a follow-up question's right and wrong rewrites.
+type Followup struct {
+	Standalone string // the right reading
+	Previous   string // the question before it, as the engine read it
 }
 
 // Sim is the simulated model. Prepare it, then serve Rule() from a fake Ollama.
@@ -384,6 +396,8 @@ func callKind(v fakeollama.ChatView) string {
 			return CallDecompose
 		case has("policy") && has("instruction"):
 			return CallOptInstruction
+		case has("question") && len(f.Properties) == 1:
+			return CallFollowup
 		}
 		return CallUnknown
 	}
@@ -418,6 +432,8 @@ func (s *Sim) reply(v fakeollama.ChatView) string {
 		s.kinds[kind]++
 		s.mu.Unlock()
 		return optimizerReply(kind, v)
+	case CallFollowup:
+		return s.followupReply(v)
 	}
 	qtext := askedQuestion(v)
 	sq := s.qs[qtext]
@@ -724,4 +740,33 @@ func (s *Sim) With(opts Options) (*Sim, Stats) {
 		}
 	}
 	return n, st
+}
+
+// followupReply rewrites the follow-up the prompt asks about: the
+// standalone reading with probability P, else the previous question.
+func (s *Sim) followupReply(v fakeollama.ChatView) string {
+	lines := strings.Split(v.LastUser(), "\n")
+	q := ""
+	for i := 0; i+1 < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == "Follow-up question:" {
+			q = strings.TrimSpace(lines[i+1])
+			break
+		}
+	}
+	f, ok := s.opts.Followups[q]
+	s.mu.Lock()
+	s.kinds[CallFollowup]++
+	if !ok {
+		s.unknown = append(s.unknown, CallFollowup+": "+q)
+	}
+	s.mu.Unlock()
+	out := q
+	if ok {
+		out = f.Previous
+		if s.draw(q, CallFollowup, v).Float64() < s.opts.P {
+			out = f.Standalone
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"question": out})
+	return string(b)
 }

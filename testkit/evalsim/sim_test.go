@@ -202,6 +202,9 @@ func TestSimulatedEvaluation(t *testing.T) {
 	t.Run("fast/literal-case", func(t *testing.T) { literalCase(t, f) })
 	t.Run("max-beats-fast", func(t *testing.T) { maxBeatsFast(t, f) })
 	t.Run("fast/workload-examples", func(t *testing.T) { workloadExamples(t, f) })
+	t.Run("max/model-data", func(t *testing.T) { modelDataRuns(t, f) })
+	t.Run("conversations", func(t *testing.T) { conversationRuns(t, f) })
+	t.Run("verified", func(t *testing.T) { verifiedRuns(t, f) })
 
 	// The report of every run, for people (go test -artifacts keeps it;
 	// EVALSIM_OUT names a directory).

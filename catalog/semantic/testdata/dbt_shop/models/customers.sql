@@ -1,0 +1,2 @@
+{{ config(materialized='view', alias='customers') }}
+select * from {{ source('shop', 'customers') }}

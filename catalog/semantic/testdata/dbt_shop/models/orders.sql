@@ -1,0 +1,2 @@
+{{ config(materialized='view', alias='orders') }}
+select * from {{ source('shop', 'orders') }}

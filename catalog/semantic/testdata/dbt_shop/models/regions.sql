@@ -1,0 +1,2 @@
+{{ config(materialized='view', alias='regions') }}
+select * from {{ source('shop', 'regions') }}

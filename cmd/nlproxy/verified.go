@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nlproxy/nlproxy/catalog/verified"
+	"github.com/nlproxy/nlproxy/guard"
+)
+
+const verifiedUsage = `Usage:
+  nlproxy verified list   --file FILE [--db DATABASE]
+  nlproxy verified add    --file FILE --name NAME --db DATABASE --question Q --sql SQL
+                          [--paraphrase P]... [--param NAME=TABLE.COLUMN]... [--role ROLE]...
+  nlproxy verified remove --file FILE --name NAME --db DATABASE
+
+Verified queries are question→SQL entries an operator trusts; 'nlproxy serve
+--verified FILE' answers a close match with the entry's SQL (guarded, run as
+the asker, parameters bound), and shows a near miss to the model as an
+example. A parameter is written :name in the SQL and {name} in the question
+and each paraphrase; its value is a value of its column that the question
+spells. See docs/asking.md.
+`
+
+// runVerified implements `nlproxy verified SUBCOMMAND`.
+func runVerified(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageErrorf("verified needs a subcommand: list, add or remove")
+	}
+	sub, args := args[0], args[1:]
+	set := flag.NewFlagSet("verified "+sub, flag.ContinueOnError)
+	file := set.String("file", "", "YAML file of verified queries (required)")
+	db := set.String("db", "", "database")
+	var e verified.Entry
+	var params, paraphrases, roles listFlag
+	switch sub {
+	case "list", "remove":
+		if sub == "remove" {
+			set.StringVar(&e.Name, "name", "", "name of the entry")
+		}
+	case "add":
+		set.StringVar(&e.Name, "name", "", "name of the entry (lower-case letters, digits, _)")
+		set.StringVar(&e.Question, "question", "", "the question it answers; parameters as {name}")
+		set.StringVar(&e.SQL, "sql", "", "its SQL; parameters as :name")
+		set.Var(&paraphrases, "paraphrase", "another way to ask it; repeatable")
+		set.Var(&params, "param", "NAME=TABLE.COLUMN or NAME=SCHEMA.TABLE.COLUMN: a parameter filled from the question; repeatable")
+		set.Var(&roles, "role", "a role it may answer (default: every role that may read its tables); repeatable")
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, verifiedUsage)
+		return nil
+	default:
+		return usageErrorf("unknown verified subcommand %q (want list, add or remove)", sub)
+	}
+	if err := parseFlags(set, args, stdout, stderr, "nlproxy verified "+sub+" --file FILE [flags]"); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageErrorf("verified %s: --file is required", sub)
+	}
+	es, err := verified.Read(*file)
+	if err != nil && !(sub == "add" && errors.Is(err, fs.ErrNotExist)) {
+		return err
+	}
+	switch sub {
+	case "list":
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DATABASE\tNAME\tPARAMS\tROLES\tQUESTION")
+		for _, x := range es {
+			if *db != "" && x.Database != *db {
+				continue
+			}
+			var ps []string
+			for _, p := range x.Params {
+				ps = append(ps, p.Name+"="+p.Column)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", x.Database, x.Name, strings.Join(ps, ","), strings.Join(x.Roles, ","), x.Question)
+		}
+		return tw.Flush()
+	case "remove":
+		n := len(es)
+		es = slices.DeleteFunc(es, func(x verified.Entry) bool { return x.Name == e.Name && x.Database == *db })
+		if len(es) == n {
+			return fmt.Errorf("verified remove: no entry %s in database %s", e.Name, *db)
+		}
+		return verified.Write(*file, es)
+	}
+	e.Database, e.Paraphrases, e.Roles = *db, paraphrases, roles
+	for _, p := range params {
+		name, col, ok := strings.Cut(p, "=")
+		if !ok {
+			return usageErrorf("verified add: --param %q: want NAME=TABLE.COLUMN", p)
+		}
+		e.Params = append(e.Params, verified.Param{Name: name, Column: col})
+	}
+	// The SQL must be one read-only statement the guard accepts. Functions
+	// are judged when it answers, with the database's function catalog:
+	// here every name passes.
+	bound := map[string]string{}
+	for _, p := range e.Params {
+		bound[p.Name] = "x"
+	}
+	sql, err := verified.Bind(e.SQL, bound)
+	if err != nil {
+		return err
+	}
+	if _, err := guard.Check(sql, guard.Options{AllowFunctions: []string{"*"}}); err != nil {
+		return fmt.Errorf("verified add: %s: %w", e.Name, err)
+	}
+	es = append(es, e)
+	if err := verified.CheckAll(es); err != nil {
+		return err
+	}
+	return verified.Write(*file, es)
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
