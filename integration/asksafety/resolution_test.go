@@ -261,7 +261,10 @@ func askRows(ctx context.Context, conn *pgx.Conn, mode pgx.QueryExecMode, sql st
 // sessionState is what an ask must leave as it found it: advisory and
 // other locks the session holds outside a transaction, the settings mallory's
 // functions would change, the search_path, and the session's temporary
-// objects.
+// objects. It runs on mallory's session, under her search_path: the oid
+// comparison names pg_catalog's
+// operator, or her mallory.= (oid, oid) would count every relation in the
+// database, which other sessions change.
 func sessionState(t *testing.T, conn *pgx.Conn) string {
 	t.Helper()
 	var s string
@@ -271,7 +274,7 @@ func sessionState(t *testing.T, conn *pgx.Conn) string {
 		pg_catalog.current_setting('search_path'),
 		pg_catalog.current_setting('transaction_read_only'),
 		pg_catalog.current_setting('statement_timeout'),
-		(SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = pg_catalog.pg_my_temp_schema()))`,
+		(SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()))`,
 		pgx.QueryExecModeSimpleProtocol).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
