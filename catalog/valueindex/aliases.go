@@ -2,7 +2,6 @@ package valueindex
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -148,17 +147,11 @@ func (b *builder) mineRowAliases(ctx context.Context, tx pgx.Tx) []Alias {
 // owner may have made a cast of her own to text), from rel as Build
 // checked it.
 func readPairs(ctx context.Context, tx pgx.Tx, rel *relation, code, name colMeta) (out []Alias, err error) {
-	sp, err := tx.Begin(ctx)
+	sp, end, err := savepoint(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = sp.Rollback(context.WithoutCancel(ctx))
-		} else if cerr := sp.Commit(ctx); cerr != nil {
-			err = cerr
-		}
-	}()
+	defer end(&err)
 	from := rel.from(code.Schema, code.Table)
 	c, n := quoteIdent(code.Name), quoteIdent(name.Name)
 	rows, err := sp.Query(ctx, "SELECT DISTINCT "+c+", "+n+" FROM "+from+

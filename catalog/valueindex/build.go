@@ -426,17 +426,11 @@ WHERE t.typtype <> 'd'`
 // checked) and checks it by OID (relationSQL, columnTypesSQL), under a
 // savepoint so a failure only skips the table.
 func checkRelation(ctx context.Context, tx pgx.Tx, schema, table string, opts Options) (rel *relation, err error) {
-	sp, err := tx.Begin(ctx)
+	sp, end, err := savepoint(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("savepoint: %w", err)
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = sp.Rollback(context.WithoutCancel(ctx))
-		} else if cerr := sp.Commit(ctx); cerr != nil {
-			err = cerr
-		}
-	}()
+	defer end(&err)
 	name := qualified(schema, table)
 	if _, err := sp.Exec(ctx, "LOCK TABLE "+name+" IN ACCESS SHARE MODE"); err != nil {
 		return nil, err
@@ -536,17 +530,11 @@ func readColumn(ctx context.Context, tx pgx.Tx, b *builder, c Column, rel *relat
 }
 
 func readColumnOnce(ctx context.Context, tx pgx.Tx, b *builder, c Column, rel *relation, col relColumn, opts Options, sample bool) (err error) {
-	sp, err := tx.Begin(ctx)
+	sp, end, err := savepoint(ctx, tx)
 	if err != nil {
-		return fmt.Errorf("savepoint: %w", err)
+		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = sp.Rollback(context.WithoutCancel(ctx))
-		} else if cerr := sp.Commit(ctx); cerr != nil {
-			err = cerr
-		}
-	}()
+	defer end(&err)
 	rows, err := sp.Query(ctx, columnQuery(c, rel, opts, sample), opts.MaxValueLen, opts.MaxValuesPerColumn)
 	if err != nil {
 		return err
@@ -613,4 +601,20 @@ func (p *contentProbe) observe(v []byte) {
 
 func (p *contentProbe) idLike(ratio float64) bool {
 	return p.n > 0 && float64(p.like) >= ratio*float64(p.n)
+}
+
+// savepoint opens a savepoint of tx; end releases it, or rolls it back when
+// *err is set, so that a failure skips one table or column, not the build.
+func savepoint(ctx context.Context, tx pgx.Tx) (sp pgx.Tx, end func(*error), err error) {
+	sp, err = tx.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("savepoint: %w", err)
+	}
+	return sp, func(err *error) {
+		if *err != nil {
+			_ = sp.Rollback(context.WithoutCancel(ctx))
+		} else if cerr := sp.Commit(ctx); cerr != nil {
+			*err = cerr
+		}
+	}, nil
 }

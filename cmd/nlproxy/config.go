@@ -261,22 +261,11 @@ func loadConfigWith(args []string, getenv func(string) string, stderr io.Writer,
 	return cfg, cfg.validate()
 }
 
-// findFlagValue finds -name/--name value or -name=value before the flag set exists.
+// findFlagValue finds -name/--name value or -name=value before the flag set
+// exists (the first, where given more than once).
 func findFlagValue(args []string, name string) (string, bool) {
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		trimmed := strings.TrimLeft(a, "-")
-		if trimmed == a {
-			continue
-		}
-		if v, ok := strings.CutPrefix(trimmed, name+"="); ok {
-			return v, true
-		}
-		if trimmed == name && i+1 < len(args) {
-			return args[i+1], true
-		}
+	if vs := flagValues(args, name); len(vs) > 0 {
+		return vs[0], true
 	}
 	return "", false
 }
