@@ -103,8 +103,10 @@ type Server struct {
 	stdio *upstream
 	// asks bounds the ask and ask_sql calls answered at once.
 	asks chan struct{}
-	done chan struct{}
-	once sync.Once
+	// convs: each MCP session's follow-up history, by *mcp.ServerSession.
+	convs sync.Map
+	done  chan struct{}
+	once  sync.Once
 }
 
 // New builds the server and registers its tools.

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/askreport"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
 
@@ -25,7 +26,7 @@ import (
 // every definition in its context on every turn (docs/mcp.md gives the size).
 type askIn struct {
 	Question string `json:"question" jsonschema:"the question in plain language"`
-	Profile  string `json:"profile,omitempty" jsonschema:"fast (default), balanced or max"`
+	Profile  string `json:"profile,omitempty" jsonschema:"fast (default), balanced or max; new starts the conversation again"`
 }
 
 type sqlIn struct {
@@ -56,14 +57,14 @@ func (s *Server) addTools() {
 		Description: "Answer a question about the data: nlproxy writes read-only SQL as your role, runs it and returns rows (capped), the SQL and its confidence."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 			return s.handle(ctx, req, ToolAsk, in.Question, func(ctx context.Context, u *upstream, c *Call) (any, error) {
-				return s.ask(ctx, u, c, in, true)
+				return s.ask(ctx, u, c, in, s.conversation(req), true)
 			}), nil, nil
 		})
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: ToolAskSQL, Annotations: readOnly,
 		Description: "Like ask, but return only the SQL nlproxy would run, without running it."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
 			return s.handle(ctx, req, ToolAskSQL, in.Question, func(ctx context.Context, u *upstream, c *Call) (any, error) {
-				return s.ask(ctx, u, c, in, false)
+				return s.ask(ctx, u, c, in, s.conversation(req), false)
 			}), nil, nil
 		})
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: ToolQuery, Annotations: readOnly,
@@ -194,6 +195,9 @@ type AskOut struct {
 	Confidence *float64 `json:"confidence,omitempty"`
 	Profile    string   `json:"profile"`
 	Cached     bool     `json:"cached,omitempty"`
+	// UnderstoodAs is a follow-up question as the engine rewrote it from
+	// this MCP session's earlier asks.
+	UnderstoodAs string `json:"understood_as,omitempty"`
 	// Trace summarises the stages: name, time, model calls.
 	Trace string `json:"trace"`
 	// Notes are literal corrections and other readings the engine
@@ -202,7 +206,7 @@ type AskOut struct {
 	*Rows
 }
 
-func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, run bool) (any, error) {
+func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, h *conversation.History, run bool) (any, error) {
 	if err := s.checkSize("question", in.Question); err != nil {
 		return nil, err
 	}
@@ -213,8 +217,13 @@ func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, run bo
 		return nil, &pg.Error{Code: pg.CodeConfigurationLimitExceeded, Message: fmt.Sprintf("nlproxy: %d questions are being answered already", cap(s.asks)),
 			Hint: "Ask again when one has finished; an operator can raise --max-asks."}
 	}
+	profile := in.Profile
+	if profile == ProfileNew {
+		h.Reset()
+		profile = ""
+	}
 	res, err := s.cfg.Engine.Translate(ctx, engine.Request{Question: in.Question, Database: u.id.Database, User: u.id.User,
-		TxStatus: pg.TxIdle, Exec: u, Profile: in.Profile})
+		TxStatus: pg.TxIdle, Exec: u, Profile: profile, History: h})
 	if err != nil {
 		var f *engine.Failed
 		if errors.As(err, &f) {
@@ -223,7 +232,7 @@ func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, run bo
 		return nil, err
 	}
 	c.Report = res.Report()
-	out := AskOut{SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Trace: traceSummary(c.Report)}
+	out := AskOut{SQL: res.SQL(), Profile: res.Profile, Cached: res.Cached, Trace: traceSummary(c.Report), UnderstoodAs: res.Standalone}
 	if res.Confidence >= 0 {
 		conf := res.Confidence
 		out.Confidence = &conf
@@ -244,6 +253,29 @@ func (s *Server) ask(ctx context.Context, u *upstream, c *Call, in askIn, run bo
 	r := s.rowsOut(rows)
 	out.Rows = &r
 	return out, nil
+}
+
+// ProfileNew, as an ask's profile, starts the MCP session's conversation
+// again (the wire's ask(new):).
+const ProfileNew = "new"
+
+// conversation is the follow-up history of the MCP session req came on: that
+// session's own, never shared with another (the same role's other sessions
+// included), and dropped when it ends.
+func (s *Server) conversation(req *mcp.CallToolRequest) *conversation.History {
+	ss := req.Session
+	if ss == nil {
+		return nil
+	}
+	h := &conversation.History{}
+	if v, loaded := s.convs.LoadOrStore(ss, h); loaded {
+		return v.(*conversation.History)
+	}
+	go func() {
+		_ = ss.Wait()
+		s.convs.Delete(ss)
+	}()
+	return h
 }
 
 // traceSummary is one line per ask: each stage's time and model calls.
