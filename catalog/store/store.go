@@ -28,6 +28,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/internal/ownconn"
 )
 
@@ -63,6 +64,7 @@ var (
 	_ catalog.Store       = (*Store)(nil)
 	_ memory.PairStore    = (*Store)(nil)
 	_ memory.CacheBackend = (*Store)(nil)
+	_ verified.Store      = (*Store)(nil)
 )
 
 // Open connects to the store database (a libpq URL or DSN) and creates the
@@ -171,6 +173,13 @@ func (s *Store) migrate(ctx context.Context, wantVector bool) error {
 			at        timestamptz NOT NULL,
 			embedding ` + embType + `,
 			PRIMARY KEY (database, role, qkey))`,
+		// Verified queries (catalog/verified), shared by the replicas.
+		`CREATE TABLE IF NOT EXISTS ` + s.t("verified") + ` (
+			database text NOT NULL,
+			name     text NOT NULL,
+			entry    jsonb NOT NULL,
+			at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
+			PRIMARY KEY (database, name))`,
 	}
 	for _, q := range ddl {
 		if _, err := tx.Exec(ctx, q); err != nil {
@@ -486,4 +495,63 @@ func cosine(a, b []float32) float64 {
 		return math.Inf(-1)
 	}
 	return dot / math.Sqrt(na*nb)
+}
+
+// ---- verified.Store ----
+
+// maxVerified bounds what one read of verified queries returns.
+const maxVerified = 10000
+
+// Verified implements verified.Store.
+func (s *Store) Verified(ctx context.Context, database string) ([]verified.Entry, error) {
+	return s.verified(ctx, `SELECT entry FROM `+s.t("verified")+` WHERE database = $1 ORDER BY name LIMIT $2`, database, maxVerified)
+}
+
+// AllVerified implements verified.Store.
+func (s *Store) AllVerified(ctx context.Context) ([]verified.Entry, error) {
+	return s.verified(ctx, `SELECT entry FROM `+s.t("verified")+` ORDER BY database, name LIMIT $1`, maxVerified)
+}
+
+func (s *Store) verified(ctx context.Context, q string, args ...any) ([]verified.Entry, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (verified.Entry, error) {
+		var b []byte
+		var e verified.Entry
+		if err := r.Scan(&b); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(b, &e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog store: verified queries: %w", err)
+	}
+	return out, nil
+}
+
+// PutVerified implements verified.Store; the entry must pass Check.
+func (s *Store) PutVerified(ctx context.Context, e verified.Entry) error {
+	if err := e.Check(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("catalog store: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.t("verified")+` (database, name, entry) VALUES ($1, $2, $3)
+		ON CONFLICT (database, name) DO UPDATE SET entry = EXCLUDED.entry, at = pg_catalog.now()`, e.Database, e.Name, b); err != nil {
+		return fmt.Errorf("catalog store: add verified query: %w", err)
+	}
+	return nil
+}
+
+// RemoveVerified implements verified.Store.
+func (s *Store) RemoveVerified(ctx context.Context, database, name string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM `+s.t("verified")+` WHERE database = $1 AND name = $2`, database, name)
+	if err != nil {
+		return false, fmt.Errorf("catalog store: remove verified query: %w", err)
+	}
+	return tag.RowsAffected() > 0, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/store"
+	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
@@ -319,3 +320,54 @@ func TestPairs(t *testing.T) {
 }
 
 func descOpts() descindex.Options { return descindex.Options{} }
+
+// TestReplicasShareVerified: a verified query one replica's store client
+// adds, the other's reads (merged over its file, the store winning by
+// name); a replaced entry reads back replaced, a removed one is gone, and
+// a malformed entry is refused.
+func TestReplicasShareVerified(t *testing.T) {
+	e := newEnv(t)
+	sa, sb := e.open(t, store.Options{}), e.open(t, store.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entry := verified.Entry{Name: "orders_in_city", Database: e.data, Question: "orders in {city}",
+		SQL: "SELECT count(*) FROM public.orders WHERE city = :city", Params: []verified.Param{{Name: "city", Column: "orders.city"}},
+		Roles: []string{"analyst"}}
+	if err := sa.PutVerified(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	file := verified.List{
+		{Name: "orders_in_city", Database: e.data, Question: "orders in the file", SQL: "SELECT 1"},
+		{Name: "total", Database: e.data, Question: "total amount", SQL: "SELECT sum(amount) FROM public.orders"},
+	}
+	got, err := verified.Shared{File: file, Store: sb}.Verified(ctx, e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []verified.Entry{entry, file[1]}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("replica B sees %+v, want %+v", got, want)
+	}
+	if other, err := sb.Verified(ctx, "elsewhere"); err != nil || len(other) != 0 {
+		t.Errorf("another database: %+v, %v", other, err)
+	}
+	entry.Question = "orders placed in {city}"
+	if err := sb.PutVerified(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := sa.AllVerified(ctx); err != nil || len(all) != 1 || all[0].Question != entry.Question {
+		t.Errorf("after replace: %+v, %v", all, err)
+	}
+	if err := sa.PutVerified(ctx, verified.Entry{Name: "Bad Name", Database: e.data, Question: "q", SQL: "SELECT 1"}); err == nil {
+		t.Error("a malformed entry was stored")
+	}
+	if ok, err := sa.RemoveVerified(ctx, e.data, entry.Name); err != nil || !ok {
+		t.Fatalf("remove: %v, %v", ok, err)
+	}
+	if ok, err := sb.RemoveVerified(ctx, e.data, entry.Name); err != nil || ok {
+		t.Errorf("second remove: %v, %v", ok, err)
+	}
+	got, err = verified.Shared{File: file, Store: sb}.Verified(ctx, e.data)
+	if err != nil || !reflect.DeepEqual(got, []verified.Entry(file)) {
+		t.Errorf("after remove: %+v, %v (want the file's)", got, err)
+	}
+}

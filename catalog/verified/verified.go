@@ -29,26 +29,26 @@ import (
 
 // Entry is one verified query.
 type Entry struct {
-	Name     string `yaml:"name"`
-	Database string `yaml:"database"`
-	Question string `yaml:"question"`
+	Name     string `yaml:"name" json:"name"`
+	Database string `yaml:"database" json:"database"`
+	Question string `yaml:"question" json:"question"`
 	// Paraphrases are other ways people ask it. A parameter appears in a
 	// phrasing as {name}.
-	Paraphrases []string `yaml:"paraphrases,omitempty"`
+	Paraphrases []string `yaml:"paraphrases,omitempty" json:"paraphrases,omitempty"`
 	// SQL names its parameters :name; each is bound as a string constant.
-	SQL    string  `yaml:"sql"`
-	Params []Param `yaml:"params,omitempty"`
+	SQL    string  `yaml:"sql" json:"sql"`
+	Params []Param `yaml:"params,omitempty" json:"params,omitempty"`
 	// Roles that may be answered by it (empty: every role that may read
 	// its tables).
-	Roles []string `yaml:"roles,omitempty"`
+	Roles []string `yaml:"roles,omitempty" json:"roles,omitempty"`
 }
 
 // Param is a named parameter whose value comes from the question: a value
 // stored in Column ("table.column" or "schema.table.column") that the
 // question spells.
 type Param struct {
-	Name   string `yaml:"name"`
-	Column string `yaml:"column"`
+	Name   string `yaml:"name" json:"name"`
+	Column string `yaml:"column" json:"column"`
 }
 
 // Thresholds of Score.
@@ -367,4 +367,65 @@ func (l List) Verified(_ context.Context, database string) ([]Entry, error) {
 		}
 	}
 	return out, nil
+}
+
+// All returns every entry.
+func (l List) All(context.Context) ([]Entry, error) { return l, nil }
+
+// Store is where replicas share entries (catalog/store implements it).
+type Store interface {
+	// Verified returns the stored entries of database.
+	Verified(ctx context.Context, database string) ([]Entry, error)
+	// AllVerified returns every stored entry.
+	AllVerified(ctx context.Context) ([]Entry, error)
+	// PutVerified adds an entry or replaces the one of its name.
+	PutVerified(ctx context.Context, e Entry) error
+	// RemoveVerified removes an entry, reporting whether there was one.
+	RemoveVerified(ctx context.Context, database, name string) (bool, error)
+}
+
+// Shared is the file's entries and the store's together. A store entry
+// replaces the file's entry of the same database and name: the store is
+// what `nlproxy verified add` writes while replicas run, so it is the
+// newer word; the file is the baseline shipped with the deployment.
+type Shared struct {
+	File  List
+	Store Store
+}
+
+// Verified returns the entries of database, the store's winning by name.
+func (s Shared) Verified(ctx context.Context, database string) ([]Entry, error) {
+	file, _ := s.File.Verified(ctx, database)
+	stored, err := s.Store.Verified(ctx, database)
+	if err != nil {
+		return nil, err
+	}
+	return Merge(file, stored), nil
+}
+
+// All returns every entry, the store's winning by database and name.
+func (s Shared) All(ctx context.Context) ([]Entry, error) {
+	stored, err := s.Store.AllVerified(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Merge(s.File, stored), nil
+}
+
+// Merge returns base with each entry of over replacing the one of the same
+// database and name (or added after them); entries that fail Check in over
+// are left out, so a bad row in a shared store cannot answer an ask.
+func Merge(base, over []Entry) []Entry {
+	out := slices.Clone(base)
+	for _, e := range over {
+		if e.Check() != nil {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(x Entry) bool { return x.Database == e.Database && x.Name == e.Name }); i >= 0 {
+			out[i] = e
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -110,5 +111,34 @@ func TestRepositoryFile(t *testing.T) {
 	es, err := Read(path)
 	if err != nil || len(es) < 5 {
 		t.Fatalf("%d entries, %v", len(es), err)
+	}
+}
+
+// TestMerge: a store entry replaces the file's of the same database and
+// name, one of another database is added, and a malformed one is left out.
+func TestMerge(t *testing.T) {
+	file := []Entry{
+		{Name: "a", Database: "shop", Question: "file a", SQL: "SELECT 1"},
+		{Name: "b", Database: "shop", Question: "file b", SQL: "SELECT 2"},
+	}
+	for _, tc := range []struct {
+		name  string
+		store []Entry
+		want  []string // questions, in order
+	}{
+		{"none", nil, []string{"file a", "file b"}},
+		{"store wins", []Entry{{Name: "b", Database: "shop", Question: "store b", SQL: "SELECT 3"}}, []string{"file a", "store b"}},
+		{"other database", []Entry{{Name: "a", Database: "hr", Question: "hr a", SQL: "SELECT 4"}}, []string{"file a", "file b", "hr a"}},
+		{"malformed", []Entry{{Name: "a", Database: "shop", Question: "store a"}}, []string{"file a", "file b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, e := range Merge(file, tc.store) {
+				got = append(got, e.Question)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Merge = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -63,6 +63,10 @@ func (p *engineParts) useStore(ctx context.Context, dsn string, poll time.Durati
 	p.store = s
 	p.catalogs.Store, p.catalogs.StorePoll = s, poll
 	p.engine.Pairs = s
+	// Verified queries: the file's and the store's, the store's winning
+	// by name (catalog/verified.Shared).
+	file, _ := p.engine.Verified.(verified.List)
+	p.engine.Verified = verified.Shared{File: file, Store: s}
 	if p.engine.Cache != nil {
 		p.engine.Cache.Backend = s
 	}

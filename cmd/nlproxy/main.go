@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "eval":
 		return runEval(ctx, args, stdout, stderr)
 	case "verified":
-		return runVerified(args, stdout, stderr)
+		return runVerified(ctx, args, stdout, stderr)
 	case "healthcheck":
 		return runHealthcheck(ctx, args, os.Getenv, stdout, stderr)
 	case "version", "-version", "--version":
@@ -94,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "workload":
 			return runWorkload([]string{"--help"}, stdout, stderr)
 		case "verified":
-			return runVerified([]string{"help"}, stdout, stderr)
+			return runVerified(ctx, []string{"help"}, stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "Usage:\n  nlproxy version    (or nlproxy --version)")
 			return nil

@@ -212,8 +212,8 @@ func (o *ops) start(cfg Config, srv *proxy.Server, parts *engineParts, token str
 		admin.Check{Name: "upstream", Check: upstreamCheck(srv.Upstreams)})
 	if parts != nil {
 		a.Catalogs = parts.catalogs.Status
-		if list, ok := parts.engine.Verified.(verified.List); ok {
-			a.Verified = verifiedRows(list, parts.engine)
+		if all, ok := parts.engine.Verified.(allVerified); ok {
+			a.Verified = verifiedRows(all, parts.engine)
 		}
 		a.Checks = append(a.Checks,
 			admin.Check{Name: "catalog", Check: catalogCheck(parts.catalogs, catalogDatabases(cfg))},
@@ -380,10 +380,23 @@ func (h *hostList) Set(s string) error {
 	return nil
 }
 
+// allVerified is a source of verified queries that can list them all
+// (verified.List, verified.Shared).
+type allVerified interface {
+	All(ctx context.Context) ([]verified.Entry, error)
+}
+
 // verifiedRows lists the verified queries with their use counts for the
 // admin page.
-func verifiedRows(list verified.List, eng *engine.Engine) func() []admin.VerifiedQuery {
+func verifiedRows(all allVerified, eng *engine.Engine) func() []admin.VerifiedQuery {
 	return func() []admin.VerifiedQuery {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		list, err := all.All(ctx)
+		if err != nil {
+			// The page still shows the rest; the store's own check says why.
+			return nil
+		}
 		uses := eng.VerifiedUses()
 		out := make([]admin.VerifiedQuery, 0, len(list))
 		for _, e := range list {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nlproxy/nlproxy/catalog/store"
+	"go.uber.org/zap"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,10 +19,15 @@ import (
 )
 
 const verifiedUsage = `Usage:
-  nlproxy verified list   --file FILE [--db DATABASE]
-  nlproxy verified add    --file FILE --name NAME --db DATABASE --question Q --sql SQL
+  nlproxy verified list   [--file FILE] [--catalog-store URL] [--db DATABASE]
+  nlproxy verified add    [--file FILE] [--catalog-store URL] --name NAME --db DATABASE --question Q --sql SQL
                           [--paraphrase P]... [--param NAME=TABLE.COLUMN]... [--role ROLE]...
-  nlproxy verified remove --file FILE --name NAME --db DATABASE
+  nlproxy verified remove [--file FILE] [--catalog-store URL] --name NAME --db DATABASE
+
+With --catalog-store (default $NLPROXY_CATALOG_STORE), add and remove write
+the catalog store, which every replica reads at each ask; list shows the
+file's and the store's entries, a store entry replacing the file's of the
+same name. Without it they write FILE.
 
 Verified queries are question→SQL entries an operator trusts; 'nlproxy serve
 --verified FILE' answers a close match with the entry's SQL (guarded, run as
@@ -29,13 +38,14 @@ spells. See docs/asking.md.
 `
 
 // runVerified implements `nlproxy verified SUBCOMMAND`.
-func runVerified(args []string, stdout, stderr io.Writer) error {
+func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageErrorf("verified needs a subcommand: list, add or remove")
 	}
 	sub, args := args[0], args[1:]
 	set := flag.NewFlagSet("verified "+sub, flag.ContinueOnError)
-	file := set.String("file", "", "YAML file of verified queries (required)")
+	file := set.String("file", "", "YAML file of verified queries")
+	storeURL := set.String("catalog-store", os.Getenv("NLPROXY_CATALOG_STORE"), "the catalog store's Postgres URL (default $NLPROXY_CATALOG_STORE): add and remove write it")
 	db := set.String("db", "", "database")
 	var e verified.Entry
 	var params, paraphrases, roles listFlag
@@ -60,15 +70,35 @@ func runVerified(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(set, args, stdout, stderr, "nlproxy verified "+sub+" --file FILE [flags]"); err != nil {
 		return err
 	}
-	if *file == "" {
-		return usageErrorf("verified %s: --file is required", sub)
+	if *file == "" && *storeURL == "" {
+		return usageErrorf("verified %s: --file or --catalog-store is required", sub)
 	}
-	es, err := verified.Read(*file)
-	if err != nil && !(sub == "add" && errors.Is(err, fs.ErrNotExist)) {
-		return err
+	var es []verified.Entry
+	if *file != "" {
+		var err error
+		es, err = verified.Read(*file)
+		// A file not made yet is fine for add, and beside a store.
+		if err != nil && !(errors.Is(err, fs.ErrNotExist) && (sub == "add" || *storeURL != "")) {
+			return err
+		}
+	}
+	var st *store.Store
+	if *storeURL != "" {
+		var err error
+		if st, err = store.Open(ctx, *storeURL, store.Options{Logger: zap.NewNop()}); err != nil {
+			return err
+		}
+		defer st.Close()
 	}
 	switch sub {
 	case "list":
+		if st != nil {
+			stored, err := st.AllVerified(ctx)
+			if err != nil {
+				return err
+			}
+			es = verified.Merge(es, stored)
+		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "DATABASE\tNAME\tPARAMS\tROLES\tQUESTION")
 		for _, x := range es {
@@ -83,6 +113,16 @@ func runVerified(args []string, stdout, stderr io.Writer) error {
 		}
 		return tw.Flush()
 	case "remove":
+		if st != nil {
+			ok, err := st.RemoveVerified(ctx, *db, e.Name)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("verified remove: no entry %s in database %s in the catalog store", e.Name, *db)
+			}
+			return nil
+		}
 		n := len(es)
 		es = slices.DeleteFunc(es, func(x verified.Entry) bool { return x.Name == e.Name && x.Database == *db })
 		if len(es) == n {
@@ -111,6 +151,14 @@ func runVerified(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := guard.Check(sql, guard.Options{AllowFunctions: []string{"*"}}); err != nil {
 		return fmt.Errorf("verified add: %s: %w", e.Name, err)
+	}
+	if st != nil {
+		// The store replaces an entry of the same name: that is how an
+		// operator corrects one all replicas share.
+		if err := e.Check(); err != nil {
+			return err
+		}
+		return st.PutVerified(ctx, e)
 	}
 	es = append(es, e)
 	if err := verified.CheckAll(es); err != nil {
