@@ -23,11 +23,17 @@ const verifiedUsage = `Usage:
   nlproxy verified add    [--file FILE] [--catalog-store URL] --name NAME --db DATABASE --question Q --sql SQL
                           [--paraphrase P]... [--param NAME=TABLE.COLUMN]... [--role ROLE]...
   nlproxy verified remove [--file FILE] [--catalog-store URL] --name NAME --db DATABASE
+  nlproxy verified suggest [--file FILE] [--catalog-store URL] [--data-dir DIR] --db DATABASE [--min N]
 
 With --catalog-store (default $NLPROXY_CATALOG_STORE), add and remove write
 the catalog store, which every replica reads at each ask; list shows the
 file's and the store's entries, a store entry replacing the file's of the
 same name. Without it they write FILE.
+
+suggest prints, as YAML to review, entries drafted from statements seen at
+least N times among the store's accepted asks and the workload profile under
+--data-dir (default $NLPROXY_DATA_DIR). Every literal is a :pN parameter, so
+no value of any role is printed; entries already verified are left out.
 
 Verified queries are question→SQL entries an operator trusts; 'nlproxy serve
 --verified FILE' answers a close match with the entry's SQL (guarded, run as
@@ -40,7 +46,7 @@ spells. See docs/asking.md.
 // runVerified implements `nlproxy verified SUBCOMMAND`.
 func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageErrorf("verified needs a subcommand: list, add or remove")
+		return usageErrorf("verified needs a subcommand: list, add, remove or suggest")
 	}
 	sub, args := args[0], args[1:]
 	set := flag.NewFlagSet("verified "+sub, flag.ContinueOnError)
@@ -49,6 +55,7 @@ func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	db := set.String("db", "", "database")
 	var e verified.Entry
 	var params, paraphrases, roles listFlag
+	dataDir, minSeen := new(string), new(int64)
 	switch sub {
 	case "list", "remove":
 		if sub == "remove" {
@@ -61,17 +68,23 @@ func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		set.Var(&paraphrases, "paraphrase", "another way to ask it; repeatable")
 		set.Var(&params, "param", "NAME=TABLE.COLUMN or NAME=SCHEMA.TABLE.COLUMN: a parameter filled from the question; repeatable")
 		set.Var(&roles, "role", "a role it may answer (default: every role that may read its tables); repeatable")
+	case "suggest":
+		dataDir = set.String("data-dir", catalogDataDir(os.Getenv), "directory holding the workload profiles, the one serve uses (env NLPROXY_DATA_DIR)")
+		minSeen = set.Int64("min", 2, "times a statement must have been seen")
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, verifiedUsage)
 		return nil
 	default:
-		return usageErrorf("unknown verified subcommand %q (want list, add or remove)", sub)
+		return usageErrorf("unknown verified subcommand %q (want list, add, remove or suggest)", sub)
 	}
 	if err := parseFlags(set, args, stdout, stderr, "nlproxy verified "+sub+" --file FILE [flags]"); err != nil {
 		return err
 	}
-	if *file == "" && *storeURL == "" {
+	if *file == "" && *storeURL == "" && *dataDir == "" {
 		return usageErrorf("verified %s: --file or --catalog-store is required", sub)
+	}
+	if sub == "suggest" && *db == "" {
+		return usageErrorf("verified suggest: --db is required")
 	}
 	var es []verified.Entry
 	if *file != "" {
@@ -91,6 +104,15 @@ func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		defer st.Close()
 	}
 	switch sub {
+	case "suggest":
+		if st != nil {
+			stored, err := st.AllVerified(ctx)
+			if err != nil {
+				return err
+			}
+			es = verified.Merge(es, stored)
+		}
+		return verifiedSuggest(ctx, stdout, st, *dataDir, *db, es, *minSeen)
 	case "list":
 		if st != nil {
 			stored, err := st.AllVerified(ctx)

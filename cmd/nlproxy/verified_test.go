@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/catalog/store"
+	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/workload"
+	"gopkg.in/yaml.v3"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +106,77 @@ func TestVerifiedCLIStore(t *testing.T) {
 	}
 	if _, err := cli(append([]string{"remove", "--name", "revenue"}, withStore...)...); err == nil {
 		t.Error("removing a missing store entry succeeded")
+	}
+}
+
+// TestVerifiedSuggestCLI: suggest drafts entries from two roles' accepted
+// asks in the catalog store and from a workload profile file, and prints
+// none of their literals; an operator pair is not a source, and a
+// statement already verified is not suggested again.
+func TestVerifiedSuggestCLI(t *testing.T) {
+	t.Setenv("NLPROXY_CATALOG_STORE", "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pgtest.New(t, pgtest.Options{})
+	storeDB := pgtest.UniqueName(t, "store")
+	if err := c.CreateDatabase(ctx, storeDB); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, c.DSN(storeDB), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	for _, p := range []memory.Pair{
+		{Question: "orders in Paris above 30", SQL: "SELECT count(*) FROM orders o WHERE o.city = 'Paris' AND o.amount > 30", Source: memory.PairAccepted, Role: "alice", At: now},
+		{Question: "orders in 'Lyon' above 77", SQL: "SELECT count(*) FROM orders o WHERE o.city = 'Lyon' AND o.amount > 77", Source: memory.PairAccepted, Role: "bob", At: now},
+		{Question: "salary of Mallory", SQL: "SELECT salary FROM staff WHERE name = 'Mallory'", Source: memory.PairOperator, At: now},
+		{Question: "salary of Trent", SQL: "SELECT salary FROM staff WHERE name = 'Trent'", Source: memory.PairOperator, At: now},
+	} {
+		if err := st.AddPair(ctx, "shop", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := t.TempDir()
+	ws := workload.NewStore(dataDir, workload.Limits{})
+	prof, err := ws.Profile("shop")
+	if err != nil && prof == nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"SELECT id FROM customers WHERE email = 'eve@example.com'", "SELECT id FROM customers WHERE email = 'carol@example.com'", "SELECT sum(amount) FROM orders"} {
+		shape, err := workload.Analyze(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prof.AddRuns(shape, "carol", now, 3)
+	}
+	if err := ws.Save(now); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "verified.yaml")
+	if err := verified.Write(file, []verified.Entry{{Name: "total", Database: "shop", Question: "total", SQL: "SELECT sum(amount) FROM orders"}}); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if err := run(ctx, []string{"verified", "suggest", "--catalog-store", c.DSN(storeDB), "--data-dir", dataDir, "--file", file, "--db", "shop"}, &out, &errb); err != nil {
+		t.Fatalf("suggest: %v\n%s", err, errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{"t1.city = :p1", "t1.amount > :p2", "{p1}' above {p2}", "email = :p1", "seen 2 times (asks)", "seen 6 times (workload)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("suggestions lack %q:\n%s", want, got)
+		}
+	}
+	for _, leak := range []string{"Paris", "Lyon", "30", "77", "eve@", "carol@", "Mallory", "Trent", "salary", "sum(amount)"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("suggestions carry %q:\n%s", leak, got)
+		}
+	}
+	// What it prints reads back as one YAML list of entries, for the
+	// operator to complete: the two seen often enough, not the verified one.
+	var es []verified.Entry
+	if err := yaml.Unmarshal(out.Bytes(), &es); err != nil || len(es) != 2 {
+		t.Errorf("suggestions read back as %d entries: %v", len(es), err)
 	}
 }
