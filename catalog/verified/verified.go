@@ -394,11 +394,13 @@ type Shared struct {
 }
 
 // Verified returns the entries of database, the store's winning by name.
+// When the store cannot be read it returns the file's entries with the
+// error: an unreachable store costs the shared entries, not the file's.
 func (s Shared) Verified(ctx context.Context, database string) ([]Entry, error) {
 	file, _ := s.File.Verified(ctx, database)
 	stored, err := s.Store.Verified(ctx, database)
 	if err != nil {
-		return nil, err
+		return file, err
 	}
 	return Merge(file, stored), nil
 }

@@ -1,6 +1,8 @@
 package verified
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -140,5 +142,22 @@ func TestMerge(t *testing.T) {
 				t.Errorf("Merge = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// downStore is a store that cannot be reached.
+type downStore struct{ Store }
+
+func (downStore) Verified(context.Context, string) ([]Entry, error) {
+	return nil, errors.New("store down")
+}
+
+// TestSharedStoreDown: when the store cannot be read, the file's entries
+// still come back, with the error.
+func TestSharedStoreDown(t *testing.T) {
+	file := List{{Name: "a", Database: "shop", Question: "q", SQL: "SELECT 1"}, {Name: "b", Database: "hr", Question: "q", SQL: "SELECT 2"}}
+	got, err := Shared{File: file, Store: downStore{}}.Verified(context.Background(), "shop")
+	if err == nil || len(got) != 1 || got[0].Name != "a" {
+		t.Errorf("Verified = %+v, %v; want the file's entry of shop and an error", got, err)
 	}
 }
