@@ -3,8 +3,8 @@ package semantic
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
-	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -157,13 +157,13 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 		if err != nil {
 			return osiError(path, dat+".source", "%v (dataset %s)", err, d.Name)
 		}
-		syn, err := osiSynonyms(d.AIContext)
+		syn, ctx, err := osiSynonyms(d.AIContext)
 		if err != nil {
 			return osiError(path, dat+".ai_context", "%v", err)
 		}
 		cur := &osiDS{model: -1, table: table, fields: map[string]string{}, metrics: map[string]*osiMetricRef{}}
 		ds[d.Name] = cur
-		md := Model{Name: d.Name, Description: d.Description, Synonyms: syn, Schema: schema, Table: table}
+		md := Model{Name: d.Name, Description: withContext(d.Description, ctx), Synonyms: syn, Schema: schema, Table: table}
 		for j, fd := range d.Fields {
 			fat := fmt.Sprintf("%s.fields[%d]", dat, j)
 			if strings.TrimSpace(fd.Name) == "" {
@@ -177,12 +177,12 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 				l.Dropped = append(l.Dropped, fmt.Sprintf("field %s.%s: no ANSI_SQL expression", d.Name, fd.Name))
 				continue
 			}
-			syn, err := osiSynonyms(fd.AIContext)
+			syn, ctx, err := osiSynonyms(fd.AIContext)
 			if err != nil {
 				return osiError(path, fat+".ai_context", "%v", err)
 			}
 			cur.fields[fd.Name] = expr
-			md.Dimensions = append(md.Dimensions, Field{Name: fd.Name, Description: fd.Description, Expr: expr, Synonyms: syn})
+			md.Dimensions = append(md.Dimensions, Field{Name: fd.Name, Description: withContext(fd.Description, ctx), Expr: expr, Synonyms: syn})
 		}
 		for j, mt := range d.Metrics {
 			mat := fmt.Sprintf("%s.metrics[%d]", dat, j)
@@ -264,11 +264,11 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 			if err != nil {
 				return err
 			}
-			syn, err := osiSynonyms(mt.AIContext)
+			syn, ctx, err := osiSynonyms(mt.AIContext)
 			if err != nil {
 				return osiError(path, ref.at+".ai_context", "%v", err)
 			}
-			l.Metrics = append(l.Metrics, Metric{Name: mt.Name, Description: mt.Description, Synonyms: syn, Model: &l.Models[cur.model], SQL: sql})
+			l.Metrics = append(l.Metrics, Metric{Name: mt.Name, Description: withContext(mt.Description, ctx), Synonyms: syn, Model: &l.Models[cur.model], SQL: sql})
 		}
 	}
 	for i, mt := range sm.Metrics {
@@ -284,7 +284,7 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 			l.Dropped = append(l.Dropped, "metric "+mt.Name+": no ANSI_SQL expression")
 			continue
 		}
-		syn, err := osiSynonyms(mt.AIContext)
+		syn, ctx, err := osiSynonyms(mt.AIContext)
 		if err != nil {
 			return osiError(path, mat+".ai_context", "%v", err)
 		}
@@ -292,7 +292,7 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 		if err != nil {
 			return err
 		}
-		m := Metric{Name: mt.Name, Description: mt.Description, Synonyms: syn, SQL: sql}
+		m := Metric{Name: mt.Name, Description: withContext(mt.Description, ctx), Synonyms: syn, SQL: sql}
 		// Scoped to the first dataset it names: shown to roles that may
 		// read that table (none named: to everyone).
 		if d := ds[first]; d != nil && d.model >= 0 {
@@ -371,11 +371,11 @@ func osiSource(src string) (schema, table string, query bool, err error) {
 			parts = append(parts, cur.String())
 			cur.Reset()
 			wasQuoted = false
-		case unicode.IsSpace(rune(c)) || c == '(':
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '(':
 			return "", "", true, nil
 		default:
-			if !wasQuoted {
-				c = byte(unicode.ToLower(rune(c)))
+			if !wasQuoted && c >= 'A' && c <= 'Z' { // ASCII only: UTF-8 bytes stay as they are
+				c += 'a' - 'A'
 			}
 			cur.WriteByte(c)
 		}
@@ -400,33 +400,36 @@ func osiSource(src string) (schema, table string, query bool, err error) {
 	return "", "", false, fmt.Errorf("%q is not [database.]schema.table or a query", src)
 }
 
-// osiSynonyms reads ai_context: a string is context written as is (the
-// spec's example is a list of names), a mapping's synonyms are names and
-// its instructions context.
-func osiSynonyms(n yaml.Node) ([]string, error) {
+// osiSynonyms reads ai_context: a mapping's synonyms; its instructions, or
+// a plain string, are context for the description (the second result).
+func osiSynonyms(n yaml.Node) ([]string, string, error) {
 	switch n.Kind {
 	case 0:
-		return nil, nil
+		return nil, "", nil
 	case yaml.ScalarNode:
-		if s := strings.TrimSpace(n.Value); s != "" {
-			return []string{s}, nil
-		}
-		return nil, nil
+		return nil, strings.TrimSpace(n.Value), nil
 	case yaml.MappingNode:
 		var c struct {
 			Synonyms     []string `yaml:"synonyms"`
 			Instructions string   `yaml:"instructions"`
 		}
 		if err := n.Decode(&c); err != nil {
-			return nil, fmt.Errorf("line %d: %v", n.Line, err)
+			return nil, "", fmt.Errorf("line %d: %v", n.Line, err)
 		}
-		out := c.Synonyms
-		if s := strings.TrimSpace(c.Instructions); s != "" {
-			out = append(out, s)
-		}
-		return out, nil
+		return c.Synonyms, strings.TrimSpace(c.Instructions), nil
 	}
-	return nil, fmt.Errorf("line %d: a string or a mapping (synonyms, instructions), not a list", n.Line)
+	return nil, "", fmt.Errorf("line %d: a string or a mapping (synonyms, instructions), not a list", n.Line)
+}
+
+// withContext adds ai_context's text to a description.
+func withContext(desc, ctx string) string {
+	if ctx == "" {
+		return desc
+	}
+	if desc == "" {
+		return ctx
+	}
+	return strings.TrimRight(desc, ".") + ". " + ctx
 }
 
 // osiResolve writes a metric's SQL over tables: "dataset.field" becomes
@@ -513,8 +516,16 @@ func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRe
 	return ref.sql, first, nil
 }
 
-// modelTable is the table of dataset a.
-func modelTable(ds map[string]*osiDS, a string) string { return ds[a].table }
+// modelTable is the table of dataset a as SQL names it.
+func modelTable(ds map[string]*osiDS, a string) string {
+	t := ds[a].table
+	if lowerIdent.MatchString(t) {
+		return t
+	}
+	return `"` + strings.ReplaceAll(t, `"`, `""`) + `"`
+}
+
+var lowerIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func isIdentStart(c byte) bool { return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 func isIdentPart(c byte) bool  { return isIdentStart(c) || c >= '0' && c <= '9' || c == '$' }

@@ -122,7 +122,7 @@ semantic_model:
   - name: m
     datasets:
       - name: o
-        source: sales.orders
+        source: SALES.Orders
         fields:
           - name: total
             expression: {dialects: [{dialect: ANSI_SQL, expression: amt2}]}
@@ -131,13 +131,19 @@ semantic_model:
         metrics:
           - name: revenue
             expression: {dialects: [{expression: SUM(o.total)}]}
+            description: Money taken.
+            ai_context: {synonyms: [turnover], instructions: Excludes tax.}
       - name: c
-        source: sales.customers
+        source: sales."Customers"
         fields:
           - name: id
             expression: {dialects: [{expression: id}]}
       - name: q
         source: "SELECT 1 AS one"
+      - name: u
+        source: verkäufe.BÜCHER
+        description: Books
+        ai_context: sold books
     relationships:
       - name: o_c
         from: o
@@ -160,12 +166,22 @@ semantic_model:
 	}
 	for name, want := range map[string]string{
 		"revenue":              "SUM(amt2) @orders",
-		"revenue_per_customer": "SUM(amt2) / COUNT(DISTINCT customers.id) @orders",
+		"revenue_per_customer": `SUM(amt2) / COUNT(DISTINCT "Customers".id) @orders`,
 		"net_revenue":          "SUM((amt2 - tax)) || 'o.total' @orders",
 	} {
 		if sql[name] != want {
 			t.Errorf("metric %s: %q, want %q", name, sql[name], want)
 		}
+	}
+	var tables []string
+	for _, m := range l.Models {
+		tables = append(tables, m.Schema+"."+m.Table+": "+m.Description)
+	}
+	if want := []string{"sales.orders: ", "sales.Customers: ", "verkäufe.bÜcher: Books. sold books"}; !slices.Equal(tables, want) {
+		t.Errorf("tables %q, want %q", tables, want)
+	}
+	if d := (&semantic.Layer{Metrics: l.Metrics[:1]}).Docs()[0]; d.Text != "Money taken. Excludes tax. Also called: turnover." {
+		t.Errorf("metric revenue's text %q", d.Text)
 	}
 	if len(l.Joins()) != 0 {
 		t.Errorf("a composite relationship gave joins %v", l.Joins())
