@@ -38,8 +38,8 @@ func TestDecodeResults(t *testing.T) {
 // gives, so abstentions and errors are counted as before.
 func TestAskSQLError(t *testing.T) {
 	tests := []struct{ col, code, msg, detail, hint string }{
-		{pg.CodeAbstained + ": nlproxy: the data does not answer\nDETAIL: Missing: x\nHINT: Ask about the tables.", "42N02", "nlproxy: the data does not answer", "Missing: x", "Ask about the tables."},
-		{pg.CodeNoUsableSQL + ": nlproxy: no usable SQL\nHINT: Rephrase.", "42N01", "nlproxy: no usable SQL", "", "Rephrase."},
+		{pg.CodeAbstained + ": nlproxy: the data does not answer\nDETAIL: Missing: x\nHINT: Ask about the tables.", pg.CodeAbstained, "nlproxy: the data does not answer", "Missing: x", "Ask about the tables."},
+		{pg.CodeNoUsableSQL + ": nlproxy: no usable SQL\nHINT: Rephrase.", pg.CodeNoUsableSQL, "nlproxy: no usable SQL", "", "Rephrase."},
 		{pg.CodeQueryCanceled + ": timed out\nDETAIL: one\ntwo", pg.CodeQueryCanceled, "timed out", "one\ntwo", ""},
 		{"no code here", "", "no code here", "", ""},
 	}
