@@ -52,6 +52,11 @@ type Translation struct {
 	// Report, when set, tells how the answer was reached (audit log,
 	// metrics, admin page); it never reaches the client.
 	Report *askreport.Report
+	// Failure, when set, is why the ask failed although the client gets
+	// Rows as a normal result (a failed ask-sql: shows its attempt as its
+	// row): the recorders (audit log, metrics, admin page) count the ask
+	// failed with it.
+	Failure error
 }
 
 // StaticResult is a small text-typed result the proxy returns as if a query

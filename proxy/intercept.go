@@ -302,7 +302,13 @@ func (s *session) sendNotices(tr Translation) error {
 func (s *session) ask(m Marker) (tr Translation, perr *pg.Error) {
 	if s.srv.OnAsk != nil {
 		start := time.Now()
-		defer func() { s.reportAsk(m, start, &tr, perr) }()
+		defer func() {
+			recorded := perr
+			if recorded == nil && tr.Failure != nil {
+				recorded = translatorError(tr.Failure)
+			}
+			s.reportAsk(m, start, &tr, recorded)
+		}()
 	}
 	if s.srv.Translator == nil {
 		return Translation{}, noEngineError()

@@ -1,7 +1,7 @@
 package router
 
 import (
-	"strings"
+	"context"
 	"testing"
 	"time"
 
@@ -10,17 +10,59 @@ import (
 	"github.com/nlproxy/nlproxy/proxy"
 )
 
-// A failed ask-sql: shows the attempt in its error rather than sending the
-// user to ask-sql:, which is what they ran.
+// A failed ask-sql: answers with its row, not an ERROR: the columns of a
+// success, the last attempt as sql, the trace, and the error column; the
+// hint no longer sends the user to ask-sql:, which is what they ran.
 func TestShowAttempt(t *testing.T) {
-	pe := &pg.Error{Code: pg.CodeSyntaxError, Message: "nlproxy: no usable SQL",
+	pe := &pg.Error{Code: pg.CodeNoUsableSQL, Message: "nlproxy: no usable SQL", Detail: "the last attempt failed",
 		Hint: "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."}
-	showAttempt(pe, &engine.Failed{Trace: &engine.Trace{}, Candidates: []*engine.Candidate{{Generator: "direct", SQL: "SELECT\n  nme FROM t"}}})
-	if !strings.Contains(pe.Detail, "Attempt (direct): SELECT nme FROM t") || !strings.Contains(pe.Detail, "Trace: ") {
-		t.Errorf("detail = %q", pe.Detail)
+	f := &engine.Failed{Trace: &engine.Trace{}, Profile: "fast", Candidates: []*engine.Candidate{
+		{Generator: "direct", SQL: "SELECT 1"}, {Generator: "cot", SQL: "SELECT\n  nme FROM t"}, {Generator: "empty"}}}
+	row := failedRow(f, pe, time.Now())
+	if len(row) != len(askSQLColumns) {
+		t.Fatalf("%d values for %d columns", len(row), len(askSQLColumns))
 	}
-	if strings.Contains(pe.Hint, "ask-sql") || pe.Hint != "Rephrase the question, name the tables or columns you mean." {
-		t.Errorf("hint = %q", pe.Hint)
+	got := map[string]*string{}
+	for i, c := range askSQLColumns {
+		got[c] = row[i]
+	}
+	want := map[string]string{"sql": "SELECT\n  nme FROM t", "llm_calls": "0", "cached": "false", "profile": "fast", "trace": "[]",
+		"error": pg.CodeNoUsableSQL + ": nlproxy: no usable SQL\nDETAIL: the last attempt failed\nHINT: Rephrase the question, name the tables or columns you mean."}
+	for c, w := range want {
+		if got[c] == nil || *got[c] != w {
+			t.Errorf("%s = %v, want %q", c, got[c], w)
+		}
+	}
+	for _, c := range []string{"confidence", "literals", "understood_as", "verified"} {
+		if got[c] != nil {
+			t.Errorf("%s = %q, want NULL", c, *got[c])
+		}
+	}
+	if r := failedRow(&engine.Failed{}, &pg.Error{Code: pg.CodeQueryCanceled, Message: "timed out"}, time.Now()); *r[0] != "" || *r[12] != pg.CodeQueryCanceled+": timed out" {
+		t.Errorf("no attempt: sql %q, error %q", *r[0], *r[12])
+	}
+
+	ask := proxy.TranslateRequest{Marker: proxy.Marker{Kind: proxy.MarkerAskSQL, Question: "how many?"}}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		req  proxy.TranslateRequest
+		code string
+		want bool
+	}{
+		{"no usable SQL", context.Background(), ask, pg.CodeNoUsableSQL, true},
+		{"abstained", context.Background(), ask, pg.CodeAbstained, true},
+		{"ask budget", context.Background(), ask, pg.CodeQueryCanceled, true},
+		{"client cancelled", cancelled, ask, pg.CodeQueryCanceled, false},
+		{"aborted transaction", context.Background(), ask, pg.CodeInFailedTransaction, false},
+		{"empty question", context.Background(), proxy.TranslateRequest{Marker: proxy.Marker{Kind: proxy.MarkerAskSQL, Question: " "}}, pg.CodeSyntaxError, false},
+	}
+	for _, tt := range tests {
+		if got := showsAttempt(tt.ctx, tt.req, &pg.Error{Code: tt.code}); got != tt.want {
+			t.Errorf("%s: showsAttempt = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
 

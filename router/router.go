@@ -90,7 +90,12 @@ var (
 // when the question stood alone.
 // verified names the verified query that answered, NULL when the SQL was
 // generated.
-var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as", "verified"}
+// error is why the ask failed ("SQLSTATE: message", then DETAIL and HINT
+// lines when there are any), NULL when it answered: a failed ask-sql still
+// returns its row, with the last attempt in sql ("" when there was none),
+// so a success and a failure have the same columns (prepared statements
+// and drivers describe it once).
+var askSQLColumns = []string{"sql", "llm_calls", "prompt_tokens", "completion_tokens", "ms", "cached", "profile", "confidence", "trace", "literals", "understood_as", "verified", "error"}
 
 // ProfileNew is the marker's word that starts the session's conversation
 // again: `ask(new): …` forgets the earlier asks before answering.
@@ -141,8 +146,11 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		var f *engine.Failed
 		if errors.As(err, &f) {
 			pe := pg.ErrorFor(err)
-			if req.Marker.Kind == proxy.MarkerAskSQL {
-				showAttempt(pe, f)
+			if req.Marker.Kind == proxy.MarkerAskSQL && showsAttempt(ctx, req, pe) {
+				// The user asked to see how the ask went: the row, with
+				// the attempt, the trace and why it failed, not an ERROR.
+				return proxy.Translation{Rows: &proxy.StaticResult{Columns: askSQLColumns, Rows: [][]*string{failedRow(f, pe, start)}},
+					Report: failedReport(f), Failure: pe}, nil, nil
 			}
 			return proxy.Translation{Report: failedReport(f)}, nil, pe
 		}
@@ -159,7 +167,7 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		row := []*string{
 			&shown, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
 			str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str(strconv.FormatBool(res.Cached)),
-			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil, nil,
+			str(res.Profile), nil, str(traceJSON(res.Trace)), nil, nil, nil, nil,
 		}
 		if res.Verified != "" {
 			row[11] = str(res.Verified)
@@ -181,24 +189,46 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 	return proxy.Translation{Statement: res.Statement, Timeout: t.runTimeout(), Notice: notice(res, shown), Report: report(res)}, res.Names, nil
 }
 
-// showAttempt is what a failed ask-sql: adds to its error: the last SQL the
-// candidates reached and the stages, in DETAIL, since the user already asked
-// to see them; the hint no longer sends them to ask-sql:.
-func showAttempt(pe *pg.Error, f *engine.Failed) {
-	var lines []string
+// showsAttempt says whether a failed ask-sql: answers with its row. Not
+// when the failure is the session's or the client's rather than the ask's:
+// the client cancelled or went away, the transaction is aborted (Postgres
+// refuses every statement there), or there was no question to work on.
+func showsAttempt(ctx context.Context, req proxy.TranslateRequest, pe *pg.Error) bool {
+	return ctx.Err() == nil && pe.Code != pg.CodeInFailedTransaction && strings.TrimSpace(req.Marker.Question) != ""
+}
+
+// failedRow is a failed ask-sql:'s row: the columns of a success, the last
+// SQL the candidates reached as sql, no confidence, and the error.
+func failedRow(f *engine.Failed, pe *pg.Error, start time.Time) []*string {
+	attempt := ""
 	for _, c := range f.Candidates {
 		if c.SQL != "" {
-			lines = append(lines, fmt.Sprintf("Attempt (%s): %s", c.Generator, strings.Join(strings.Fields(c.SQL), " ")))
+			attempt = c.SQL
 		}
 	}
+	calls, prompt, completion := 0, 0, 0
 	if f.Trace != nil {
-		calls, prompt, completion := f.Trace.LLMCalls()
-		lines = append(lines, fmt.Sprintf("Trace: %s; %d model calls, %d+%d tokens", f.Trace.String(), calls, prompt, completion))
+		calls, prompt, completion = f.Trace.LLMCalls()
 	}
-	if len(lines) > 0 {
-		pe.Detail = strings.TrimSpace(pe.Detail + "\n" + strings.Join(lines, "\n"))
+	return []*string{
+		&attempt, str(strconv.Itoa(calls)), str(strconv.Itoa(prompt)), str(strconv.Itoa(completion)),
+		str(strconv.FormatInt(time.Since(start).Milliseconds(), 10)), str("false"),
+		str(f.Profile), nil, str(traceJSON(f.Trace)), nil, nil, nil, str(errorText(pe)),
 	}
-	pe.Hint = strings.Replace(pe.Hint, ", or use ask-sql: to see the attempt", "", 1)
+}
+
+// errorText is the error column: "SQLSTATE: message", then the detail and
+// the hint on lines of their own as psql shows them. The hint no longer
+// sends the user to ask-sql:, which is what they ran.
+func errorText(pe *pg.Error) string {
+	s := pe.Code + ": " + pe.Message
+	if pe.Detail != "" {
+		s += "\nDETAIL: " + pe.Detail
+	}
+	if h := strings.Replace(pe.Hint, ", or use ask-sql: to see the attempt", "", 1); h != "" {
+		s += "\nHINT: " + h
+	}
+	return s
 }
 
 // MaxQuestion implements proxy.QuestionLimiter: the proxy refuses a marker

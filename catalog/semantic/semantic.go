@@ -1,6 +1,7 @@
 // Package semantic imports a team's semantic layer: the
 // semantic_manifest.json dbt writes (`dbt parse`, MetricFlow semantic
-// models and metrics). Semantic models name tables; their dimensions and
+// models and metrics) or an OSI (Open Semantic Interchange, Apache Ossie)
+// YAML file, both read into one Layer. Semantic models name tables; their dimensions and
 // measures describe columns (often better than the columns' own names:
 // amt2 is "order_total"); entities say how tables join; metrics are the
 // team's definitions, with the SQL expression that computes them. The
@@ -9,9 +10,11 @@
 package semantic
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -22,12 +25,17 @@ import (
 type Layer struct {
 	Models  []Model
 	Metrics []Metric
+	// Dropped names what the file defines but the import could not use
+	// (an OSI dataset over a query, an expression in no SQL dialect
+	// nlproxy reads), for the operator's log.
+	Dropped []string
 }
 
 // Model is a semantic model over one table.
 type Model struct {
 	Name, Description string
-	Schema, Table     string // the relation it reads (dbt's node_relation)
+	Synonyms          []string // other names people use for it (OSI ai_context)
+	Schema, Table     string   // the relation it reads (dbt's node_relation, OSI's source)
 	Entities          []Entity
 	Dimensions        []Field
 	Measures          []Measure
@@ -43,6 +51,7 @@ type Entity struct {
 // (a column name when plain).
 type Field struct {
 	Name, Description, Expr string
+	Synonyms                []string
 }
 
 // Measure is an aggregation of an expression.
@@ -55,7 +64,8 @@ type Measure struct {
 // expression computing it over its model's table.
 type Metric struct {
 	Name, Label, Description string
-	Model                    *Model // the model of its (first) measure
+	Synonyms                 []string
+	Model                    *Model // the model of its (first) measure or dataset
 	SQL                      string
 }
 
@@ -112,12 +122,29 @@ type manifest struct {
 	} `json:"metrics"`
 }
 
+// Read reads a semantic layer file: dbt's semantic_manifest.json (a .json
+// file, or one that starts with "{") or an OSI YAML file (anything else).
+func Read(path string) (*Layer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(filepath.Ext(path), ".json") || bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		return parseDBT(path, b)
+	}
+	return parseOSI(path, b)
+}
+
 // ReadDBT reads a semantic_manifest.json.
 func ReadDBT(path string) (*Layer, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	return parseDBT(path, b)
+}
+
+func parseDBT(path string, b []byte) (*Layer, error) {
 	var m manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("semantic model %s: %w", path, err)
@@ -220,6 +247,14 @@ var plainColumn = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // the synonym people ask with.
 func words(name string) string { return strings.ReplaceAll(name, "_", " ") }
 
+// also writes synonyms into a description, where retrieval finds them.
+func also(synonyms []string) string {
+	if len(synonyms) == 0 {
+		return ""
+	}
+	return " Also called: " + strings.Join(synonyms, ", ") + "."
+}
+
 // Docs are the layer as description-index documents: each model describes
 // its table, each dimension and measure over a plain column describes the
 // column under its semantic name (a synonym), each other one and each
@@ -227,12 +262,12 @@ func words(name string) string { return strings.ReplaceAll(name, "_", " ") }
 func (l *Layer) Docs() []descindex.Doc {
 	var out []descindex.Doc
 	for _, m := range l.Models {
-		if m.Description != "" {
+		if m.Description != "" || len(m.Synonyms) > 0 {
 			out = append(out, descindex.Doc{Kind: descindex.KindTable, Schema: m.Schema, Table: m.Table,
-				Text: m.Description + " (semantic model " + words(m.Name) + ")"})
+				Text: strings.TrimSpace(m.Description + " (semantic model " + words(m.Name) + ")" + also(m.Synonyms))})
 		}
 		field := func(f Field, what, sql string) {
-			text := strings.TrimSpace(words(f.Name) + " (" + what + ")" + ": " + f.Description)
+			text := strings.TrimSpace(words(f.Name) + " (" + what + ")" + ": " + f.Description + also(f.Synonyms))
 			if plainColumn.MatchString(f.Expr) {
 				out = append(out, descindex.Doc{Kind: descindex.KindColumn, Schema: m.Schema, Table: m.Table, Column: f.Expr, Text: text})
 				if sql == "" {
@@ -249,8 +284,12 @@ func (l *Layer) Docs() []descindex.Doc {
 		}
 	}
 	for _, mt := range l.Metrics {
+		text := mt.Description
+		if mt.Label != "" {
+			text = mt.Label + ": " + text
+		}
 		d := descindex.Doc{Kind: descindex.KindGlossary, Term: words(mt.Name), SQLHint: mt.SQL,
-			Text: strings.TrimSpace(mt.Label + ": " + mt.Description)}
+			Text: strings.TrimSpace(text + also(mt.Synonyms))}
 		if mt.Model != nil {
 			d.Schema, d.Table = mt.Model.Schema, mt.Model.Table
 		}

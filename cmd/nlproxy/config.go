@@ -114,7 +114,8 @@ type EngineConfig struct {
 	Examples string
 	// Verified is a file of verified queries (catalog/verified).
 	Verified string
-	// SemanticModels are dbt semantic manifests to import (catalog/semantic).
+	// SemanticModels are dbt semantic manifests and OSI YAML files to import
+	// (catalog/semantic).
 	SemanticModels []string
 	// AskAll configures questions across databases (askall.go).
 	AskAll AskAllConfig

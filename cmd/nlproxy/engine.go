@@ -137,9 +137,12 @@ func buildEngine(cfg Config, logger *zap.Logger) (*engineParts, error) {
 	}
 	var semanticJoins []semantic.Join
 	for _, f := range ec.SemanticModels {
-		l, err := semantic.ReadDBT(f)
+		l, err := semantic.Read(f)
 		if err != nil {
 			return nil, err
+		}
+		for _, d := range l.Dropped {
+			logger.Warn("semantic model: not imported", zap.String("file", f), zap.String("what", d))
 		}
 		mgr.Glossary = append(mgr.Glossary, l.Docs()...)
 		semanticJoins = append(semanticJoins, l.Joins()...)

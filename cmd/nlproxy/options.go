@@ -250,7 +250,7 @@ func options() []option {
 			Help:  "model calls one ask makes at once; match Ollama's OLLAMA_NUM_PARALLEL",
 			Field: func(c *Config) any { return &c.Engine.Parallel }},
 		{Flag: "semantic-model", Env: env("SEMANTIC_MODELS"), YAML: "engine.semantic_models", EnvForm: "comma-separated",
-			Help:  "dbt semantic_manifest.json (from dbt parse with MetricFlow semantic models) to import: dimensions and measures describe their columns, metrics become glossary terms with their SQL; repeatable",
+			Help:  "semantic layer to import: a dbt semantic_manifest.json (from dbt parse with MetricFlow semantic models) or an OSI/Ossie YAML file; dimensions, measures and fields describe their columns, metrics become glossary terms with their SQL, entities and relationships join paths; repeatable",
 			Field: func(c *Config) any { return &c.Engine.SemanticModels },
 			flag:  appendListFlag(func(c *Config) *[]string { return &c.Engine.SemanticModels })},
 		{Flag: "verified", Env: env("VERIFIED"), YAML: "engine.verified",

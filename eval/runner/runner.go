@@ -372,7 +372,36 @@ func (w *worker) askSQL(ctx context.Context, conn *pgx.Conn, q dataset.Question,
 			return false
 		}
 	}
+	if v := cols["error"]; v != nil {
+		// A failed ask-sql answers with its row: sql is the last attempt
+		// (kept for the report), error why it failed; the figures above
+		// are the failed ask's own.
+		*res = askFailed(*res, askSQLError(*v))
+		return false
+	}
 	return true
+}
+
+// askSQLError reads ask-sql's error column ("SQLSTATE: message", then
+// "DETAIL: …" and "HINT: …" lines) back into the error a failed ask: gives.
+func askSQLError(col string) *pgconn.PgError {
+	lines := strings.Split(col, "\n")
+	pe := &pgconn.PgError{Severity: "ERROR", Message: lines[0]}
+	if code, msg, ok := strings.Cut(lines[0], ": "); ok && len(code) == 5 {
+		pe.Code, pe.Message = code, msg
+	}
+	field := &pe.Message
+	for _, l := range lines[1:] {
+		switch {
+		case strings.HasPrefix(l, "DETAIL: "):
+			pe.Detail, field = strings.TrimPrefix(l, "DETAIL: "), &pe.Detail
+		case strings.HasPrefix(l, "HINT: "):
+			pe.Hint, field = strings.TrimPrefix(l, "HINT: "), &pe.Hint
+		default: // a field of several lines
+			*field += "\n" + l
+		}
+	}
+	return pe
 }
 
 // askFailed records a failed ask: abstained when the engine declined

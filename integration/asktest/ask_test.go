@@ -39,6 +39,7 @@ func TestAsk(t *testing.T) {
 	t.Run("TableFunction", func(t *testing.T) { testTableFunction(t, f) })
 	t.Run("FollowUp", func(t *testing.T) { testFollowUp(t, f) })
 	t.Run("Verified", func(t *testing.T) { testVerified(t, f) })
+	t.Run("FailedAskSQL", func(t *testing.T) { testFailedAskSQL(t, f) })
 }
 
 func testFirstTry(t *testing.T, f *fixture) {

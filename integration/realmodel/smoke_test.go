@@ -393,12 +393,25 @@ func outcome(ctx context.Context, t *testing.T, c *pgx.Conn, sql string) string 
 	t.Helper()
 	rows, err := c.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
 	if err == nil {
-		n := 0
+		n, failed := 0, ""
+		askSQL := strings.Contains(sql, "ask-sql")
 		for rows.Next() {
 			n++
+			// A failed ask-sql answers with its row; error says why.
+			for i, fd := range rows.FieldDescriptions() {
+				if v := rows.RawValues()[i]; askSQL && fd.Name == "error" && v != nil {
+					failed, _, _ = strings.Cut(string(v), ":")
+				}
+			}
 		}
 		rows.Close()
 		err = rows.Err()
+		if err == nil && failed != "" {
+			if strings.HasPrefix(failed, "XX") {
+				t.Fatalf("%s: internal error in the ask-sql row: %s", sql, failed)
+			}
+			return "sqlstate:" + failed
+		}
 		if err == nil {
 			return fmt.Sprintf("rows:%d", n)
 		}
