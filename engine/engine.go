@@ -878,6 +878,12 @@ func (e *Engine) classify(ctx context.Context, err error) error {
 	if errors.As(err, &pe) && !pe.Reported() {
 		return err
 	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+		// The ask's time ran out, and what broke next is its consequence: a
+		// query cut off mid-way closes the connection it ran on, so the
+		// session probe or a trial's restore fails with "conn closed".
+		err = errors.Join(context.DeadlineExceeded, err)
+	}
 	if ce := pg.Condition(err); ce != nil {
 		return ce
 	}
