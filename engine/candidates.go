@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
@@ -79,6 +80,9 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 	if len(cands) == 0 || !anyUsable(cands) && !anyUnanswerable(cands) {
 		if fatal != nil {
 			return nil, fatal
+		}
+		if a.budget.outOfTime() {
+			return nil, outOfTime(a.timeout, cands)
 		}
 		return nil, noUsableSQL(a.profile.FixRounds, cands)
 	}
@@ -280,6 +284,30 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 		msg = fmt.Sprintf("nlproxy: no usable SQL from %d candidates (up to %d fixes each); the last attempt %s", len(cands), rounds, last)
 	}
 	return &pg.Error{Code: code, Message: msg, Hint: hint, Err: ErrNoUsableSQL}
+}
+
+// outOfTime: the ask's time stopped a model call (not started, or cut at
+// the end of its window) before any candidate was usable. The ask ends
+// with its reserve left, not at the deadline, in the timeout's SQLSTATE:
+// time, not the question, stood in the way.
+func outOfTime(timeout time.Duration, cands []*Candidate) error {
+	last := ""
+	for _, c := range cands {
+		if c.Problem != "" {
+			last = c.Problem
+		}
+	}
+	msg := fmt.Sprintf("nlproxy: the ask's time (%s) ran out before the model wrote usable SQL", timeout)
+	detail := ""
+	if last != "" {
+		detail = "The last attempt " + last + "."
+		if strings.Contains(last, ErrBudget.Error()) {
+			detail = "The model's next step could not finish in time: " + last + "."
+		}
+	}
+	return &pg.Error{Code: pg.CodeQueryCanceled, Message: msg, Detail: detail,
+		Hint: "The model is slow or overloaded; try a smaller/faster model, the fast profile, or raise the ask timeout (--ask-timeout, NLPROXY_ASK_TIMEOUT; nlproxy demo takes both).",
+		Err:  ErrNoUsableSQL}
 }
 
 func abstainUnanswerable(cands []*Candidate) error {

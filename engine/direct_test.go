@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -96,8 +97,8 @@ func TestFastProfileDirectForSmallModel(t *testing.T) {
 	}
 }
 
-// TestOutputCapsPerStep: each call carries its step's declared cap, and the
-// operator's override replaces one.
+// TestOutputCapsPerStep: each call carries its step's declared cap and stop
+// sequences, and the operator's override replaces a cap.
 func TestOutputCapsPerStep(t *testing.T) {
 	f := newFixture(t)
 	f.fake.SetRules(
@@ -110,47 +111,54 @@ func TestOutputCapsPerStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]float64{"keywords": 64, "cot": 200}
+	// Each step's stop sequences travel with it (prompts.StopSequences).
+	wantStop := map[string]string{"keywords": `["\n\n"]`, "cot": "[\"```\\n\\n\"]"}
 	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 		if r.Options["num_predict"] != want[r.Rule] {
 			t.Errorf("%s: num_predict %v, want %v", r.Rule, r.Options["num_predict"], want[r.Rule])
 		}
+		if got := fmt.Sprintf("%q", r.Options["stop"]); got != wantStop[r.Rule] {
+			t.Errorf("%s: stop %s, want %s", r.Rule, got, wantStop[r.Rule])
+		}
 	}
 }
 
-// TestFitCap: the cap a call gets is what the ask's time left allows at the
-// model's measured speed; a call that cannot write minUsefulTokens is not
-// started; without a measured speed or a deadline the step's cap stands.
+// TestFitCap: the cap a call gets is what the time until its window ends
+// allows at the model's measured speed, after reading the prompt at its
+// measured reading speed; a call that cannot write minUsefulTokens, or
+// whose window has ended, is not started; without a measured speed or a
+// deadline the step's cap stands.
 func TestFitCap(t *testing.T) {
-	with := func(d time.Duration) context.Context {
-		ctx, cancel := context.WithTimeout(context.Background(), d)
-		t.Cleanup(cancel)
-		return ctx
-	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	in := func(d time.Duration) time.Time { return now.Add(d) }
 	slow := speed{gen: 10, read: 100}
 	for _, tc := range []struct {
-		name    string
-		ctx     context.Context
-		sp      speed
-		want    int
-		wantErr bool
+		name     string
+		deadline time.Time
+		sp       speed
+		want     int
+		wantErr  bool
 	}{
-		{"no speed yet", with(time.Second), speed{}, 1024, false},
-		{"no deadline", context.Background(), slow, 1024, false},
-		{"plenty of time", with(time.Hour), slow, 1024, false},
+		{"no speed yet", in(time.Second), speed{}, 1024, false},
+		{"no speed, window over", in(-time.Second), speed{}, 0, true},
+		{"no deadline", time.Time{}, slow, 1024, false},
+		{"plenty of time", in(time.Hour), slow, 1024, false},
 		// 60 s left, 10 s reading 1,000 prompt tokens: 0.8 × 50 s × 10/s.
-		{"a minute left", with(time.Minute), slow, 400, false},
-		{"two seconds left", with(2 * time.Second), slow, 0, true},
+		{"a minute left", in(time.Minute), slow, 400, false},
+		// Writing alone would fit 96 tokens in 12 s; reading takes 10 s.
+		{"reading eats the time", in(12 * time.Second), slow, 0, true},
+		{"reading unknown", in(12 * time.Second), speed{gen: 10}, 96, false},
+		{"two seconds left", in(2 * time.Second), slow, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := fitCap(tc.ctx, tc.sp, 1000, 1024)
+			got, err := fitCap(now, tc.deadline, tc.sp, 1000, 1024)
 			if tc.wantErr {
-				if !errors.Is(err, ErrBudget) {
-					t.Fatalf("got %d, %v; want ErrBudget", got, err)
+				if !errors.Is(err, ErrBudget) || !errors.Is(err, errTimeLeft) {
+					t.Fatalf("got %d, %v; want errTimeLeft", got, err)
 				}
 				return
 			}
-			// The deadline moves while the test runs: within 1 %.
-			if err != nil || got > tc.want || got < tc.want*99/100 {
+			if err != nil || got != tc.want {
 				t.Fatalf("got %d, %v; want %d", got, err, tc.want)
 			}
 		})

@@ -258,7 +258,8 @@ type ask struct {
 	queries []string
 
 	profile *Profile
-	client  llm.Client // the engine's model client, counted against budget
+	client  llm.Client    // the engine's model client, counted against budget
+	timeout time.Duration // the ask's whole time (the profile's multiple)
 	budget  *budget
 	exec    sealed.Executor // req.Exec, one statement at a time
 	in      GenInput        // prompt material, fixed once the schema is selected
@@ -283,9 +284,11 @@ func (e *Engine) Translate(ctx context.Context, req Request) (*Result, error) {
 	}
 	a.profile = prof
 	a.budget = &budget{maxCalls: prof.MaxLLMCalls, maxTokens: prof.MaxTokens}
-	a.client = budgetClient{Client: e.LLM, b: a.budget, speeds: &e.speeds}
 	a.exec = &serialExecutor{inner: req.Exec}
 	timeout := e.AskTimeout * time.Duration(max(prof.WallTimes, 1))
+	a.timeout = timeout
+	a.client = budgetClient{Client: e.LLM, b: a.budget, speeds: &e.speeds,
+		reserve: reserveFor(timeout), optional: time.Duration(float64(timeout) * optionalShare)}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -790,6 +793,7 @@ func (e *Engine) chat(role llm.Role, step string, p prompts.Prompt, temperature 
 		JSONSchema:  p.JSONSchema,
 		NumCtx:      e.NumCtx,
 		MaxTokens:   e.outputCap(p),
+		Stop:        p.Stop,
 		Step:        step,
 	}
 }

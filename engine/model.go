@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/prompts"
@@ -31,12 +32,19 @@ type Ends struct {
 	Repetition int // the client stopped reading: the model repeated itself
 	Capped     int // the output cap cut it (done_reason length)
 	Failed     int // timed out, aborted, or the server failed
+	// Skipped: not started, the time left could not fit it; TimeCut: cut
+	// where the ask's time for model calls ended. Either way the stage
+	// settled with what it had.
+	Skipped int
+	TimeCut int
 }
 
 func (b *budget) end(resp llm.ChatResponse, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
+	case errors.Is(err, errTimeLeft):
+		b.ends.TimeCut++
 	case err != nil:
 		b.ends.Failed++
 	case resp.DoneReason == llm.DoneComplete:
@@ -48,6 +56,20 @@ func (b *budget) end(resp llm.ChatResponse, err error) {
 	default:
 		b.ends.Finished++
 	}
+}
+
+func (b *budget) skip() {
+	b.mu.Lock()
+	b.ends.Skipped++
+	b.mu.Unlock()
+}
+
+// outOfTime: the ask's time stopped one of its model calls (not started,
+// or cut).
+func (b *budget) outOfTime() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ends.Skipped+b.ends.TimeCut > 0
 }
 
 // take reserves one call, or fails with ErrBudget.
@@ -74,12 +96,61 @@ func (b *budget) spend(tokens int) {
 // (a corrective re-ask included) takes one call from the budget first, so
 // the profile's caps are hard.
 //
-// It also fits each call's output cap to the time the ask has left at the
-// model's measured speed, and does not start a call that cannot finish.
+// It also shares out the ask's time: every call runs in a window that ends
+// reserve before the ask's deadline (an optional stage's call, one with a
+// fallback, at most optional after it starts), its output cap fits that
+// window at the model's measured speeds, reading the prompt included, and
+// a call that cannot write minUsefulTokens in it is not started. A call
+// cut at the window's end, or not started, fails with errTimeLeft: the
+// stage settles with what it has, and the ask ends before its deadline
+// with its best candidate, or a clean error, instead of being cut there.
 type budgetClient struct {
 	llm.Client
-	b      *budget
-	speeds *speeds
+	b        *budget
+	speeds   *speeds
+	reserve  time.Duration
+	optional time.Duration
+}
+
+// modelNamer is a client that says which model plays a role (llm's clients
+// and pool).
+type modelNamer interface {
+	ModelFor(llm.Role) string
+}
+
+// modelOf is the model client will answer req with, "" when it cannot say.
+func modelOf(client llm.Client, req llm.ChatRequest) string {
+	if req.Model != "" {
+		return req.Model
+	}
+	mn, ok := client.(modelNamer)
+	if !ok {
+		return ""
+	}
+	if m := mn.ModelFor(req.Role); m != "" {
+		return m
+	}
+	return mn.ModelFor(llm.RoleGenerator) // the pool's fallback, too
+}
+
+// window is when the call must end (zero: no deadline).
+func (c budgetClient) window(ctx context.Context, step string, now time.Time) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	end := deadline.Add(-c.reserve)
+	if c.optional > 0 && optionalStage(step) {
+		end = minTime(end, now.Add(c.optional))
+	}
+	return end
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (c budgetClient) Chat(ctx context.Context, req llm.ChatRequest) (llm.ChatResponse, error) {
@@ -87,17 +158,32 @@ func (c budgetClient) Chat(ctx context.Context, req llm.ChatRequest) (llm.ChatRe
 	if role == "" {
 		role = llm.RoleGenerator
 	}
-	if req.MaxTokens > 0 {
-		n, err := fitCap(ctx, c.speeds.of(role), promptTokens(req), req.MaxTokens)
+	t := time.Now()
+	end := c.window(ctx, req.Step, t)
+	if req.MaxTokens > 0 || !end.IsZero() {
+		n, err := fitCap(t, end, c.speeds.of(modelOf(c.Client, req), role), promptTokens(req), max(req.MaxTokens, 0))
 		if err != nil {
-			return llm.ChatResponse{}, err
+			c.b.skip()
+			return llm.ChatResponse{}, fmt.Errorf("step %s not started: %w", req.Step, err)
 		}
-		req.MaxTokens = n
+		if req.MaxTokens > 0 {
+			req.MaxTokens = n
+		}
 	}
 	if err := c.b.take(); err != nil {
 		return llm.ChatResponse{}, err
 	}
-	resp, err := c.Client.Chat(ctx, req)
+	callCtx := ctx
+	if !end.IsZero() {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithDeadline(ctx, end)
+		defer cancel()
+	}
+	resp, err := c.Client.Chat(callCtx, req)
+	if err != nil && ctx.Err() == nil && callCtx.Err() != nil {
+		// The window ended, the ask has its reserve left: settle.
+		err = fmt.Errorf("step %s cut after %s: %w (%w)", req.Step, resp.Duration.Round(time.Millisecond), errTimeLeft, err)
+	}
 	c.b.spend(resp.PromptTokens + resp.CompletionTokens)
 	c.b.end(resp, err)
 	c.speeds.observe(role, resp)
@@ -177,7 +263,7 @@ type modelInfoer interface {
 // parameters, as its server says, or writes fewer than
 // slowTokensPerSecond tokens a second, as measured.
 func (m stageModel) smallOrSlow(ctx context.Context) bool {
-	if sp := m.e.speeds.of(m.role); sp.gen > 0 && sp.gen < slowTokensPerSecond {
+	if sp := m.e.speeds.of(modelOf(m.e.LLM, llm.ChatRequest{Role: m.role}), m.role); sp.gen > 0 && sp.gen < slowTokensPerSecond {
 		return true
 	}
 	mi, ok := m.e.LLM.(modelInfoer)

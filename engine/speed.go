@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -12,6 +11,8 @@ import (
 // speeds keeps each model's measured speed (the servers' eval_count over
 // eval_duration, and the same for reading the prompt), averaged over the
 // latest calls, so a call's output cap fits the time the ask has left.
+// Speeds are kept per model, not per role: the keyword call's speed is the
+// generator's when one model plays both.
 type speeds struct {
 	mu     sync.Mutex
 	models map[string]*speed
@@ -22,12 +23,15 @@ type speed struct {
 	gen, read float64 // tokens per second; 0 unknown
 }
 
-// observe records one answer's speeds.
+// observe records one answer's speeds. The server's counts and durations
+// come first; an answer the client ended (complete, repetition) or the
+// time cut has none, and then the call's wall time stands in: its chunks
+// over the time left after reading the prompt (at the known reading speed,
+// else none) bound the generation speed from below.
 func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
-	if s == nil || resp.Model == "" || resp.EvalDuration <= 0 || resp.CompletionTokens <= 0 {
+	if s == nil || resp.Model == "" || resp.CompletionTokens <= 0 {
 		return
 	}
-	gen := float64(resp.CompletionTokens) / resp.EvalDuration.Seconds()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.models == nil {
@@ -39,9 +43,22 @@ func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
 		m = &speed{}
 		s.models[resp.Model] = m
 	}
-	m.gen = ewma(m.gen, gen)
-	if resp.PromptDuration > 0 && resp.PromptTokens > 0 {
-		m.read = ewma(m.read, float64(resp.PromptTokens)/resp.PromptDuration.Seconds())
+	if resp.EvalDuration > 0 {
+		m.gen = ewma(m.gen, float64(resp.CompletionTokens)/resp.EvalDuration.Seconds())
+		if resp.PromptDuration > 0 && resp.PromptTokens > 0 {
+			m.read = ewma(m.read, float64(resp.PromptTokens)/resp.PromptDuration.Seconds())
+		}
+		return
+	}
+	if resp.Attempts > 1 || resp.Duration <= 0 {
+		return // the wall time of several requests says nothing of one
+	}
+	wall := resp.Duration.Seconds()
+	if m.read > 0 {
+		wall -= float64(resp.PromptTokens) / m.read
+	}
+	if wall > 0 {
+		m.gen = ewma(m.gen, float64(resp.CompletionTokens)/wall)
 	}
 }
 
@@ -52,14 +69,18 @@ func ewma(old, x float64) float64 {
 	return 0.7*old + 0.3*x
 }
 
-// of returns the speeds of the model that last answered role.
-func (s *speeds) of(role llm.Role) speed {
+// of returns the speeds of model, or, when it is not known (no resolver),
+// of the model that last answered role.
+func (s *speeds) of(model string, role llm.Role) speed {
 	if s == nil {
 		return speed{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m := s.models[s.roles[role]]; m != nil {
+	if model == "" {
+		model = s.roles[role]
+	}
+	if m := s.models[model]; m != nil {
 		return *m
 	}
 	return speed{}
@@ -73,22 +94,66 @@ const slowTokensPerSecond = 15
 // before the ask's deadline is not started.
 const minUsefulTokens = 24
 
-// fitCap bounds a call's output cap by what the time left allows at the
-// model's measured speed; it fails with ErrBudget when not even
-// minUsefulTokens fit. Unknown speeds or no deadline leave the cap.
-func fitCap(ctx context.Context, sp speed, promptTokens, maxTokens int) (int, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok || sp.gen <= 0 {
+// errTimeLeft: the ask's time for model calls cannot fit the next call, or
+// ran out during one. It is an ErrBudget, so the stage settles with what it
+// has, as at the profile's call cap.
+var errTimeLeft = fmt.Errorf("%w: the ask's time for model calls", ErrBudget)
+
+// fitCap bounds a call's output cap by what the time until deadline allows
+// at the model's measured speed, after reading the prompt at its measured
+// reading speed; it fails with errTimeLeft when not even minUsefulTokens
+// fit, or the deadline has passed. Unknown speeds or no deadline leave the
+// cap.
+func fitCap(now, deadline time.Time, sp speed, promptTokens, maxTokens int) (int, error) {
+	if deadline.IsZero() {
 		return maxTokens, nil
 	}
-	left := time.Until(deadline).Seconds()
-	if sp.read > 0 {
-		left -= float64(promptTokens) / sp.read
+	left := deadline.Sub(now).Seconds()
+	if left <= 0 {
+		return 0, fmt.Errorf("%w: no time left", errTimeLeft)
 	}
-	// 0.8: room for the trial runs and the speed's own variation.
-	fits := int(left * 0.8 * sp.gen)
+	if sp.gen <= 0 {
+		return maxTokens, nil
+	}
+	reading := 0.0
+	if sp.read > 0 {
+		reading = float64(promptTokens) / sp.read
+	}
+	// 0.8: room for the speed's own variation.
+	fits := int((left - reading) * 0.8 * sp.gen)
 	if fits < min(minUsefulTokens, maxTokens) {
-		return 0, fmt.Errorf("%w: %.0f s left is too little for the model's answer at %.1f tokens/s", ErrBudget, max(left, 0), sp.gen)
+		return 0, fmt.Errorf("%w: %.1f s left, %.1f s to read the prompt (~%d tokens) at %.1f tokens/s and too little to write at %.1f tokens/s",
+			errTimeLeft, left, reading, promptTokens, sp.read, sp.gen)
 	}
 	return min(maxTokens, fits), nil
+}
+
+// The ask's time, shared out among its model calls (budgetClient.window).
+const (
+	// reserveShare of the ask's time is kept after the last model call for
+	// settling: trial runs, choosing, returning what the ask has.
+	reserveShare = 0.05
+	minReserve   = 300 * time.Millisecond
+	maxReserve   = 5 * time.Second
+	// optionalShare of the ask's time is the most one call of an optional
+	// stage (one with a fallback without the model: keywords, follow-up
+	// rewrite, table selection, workload examples, literal choice) may
+	// take, so a slow model leaves the generator its time.
+	optionalShare = 0.25
+)
+
+// reserveFor is the settling time kept of an ask of timeout.
+func reserveFor(timeout time.Duration) time.Duration {
+	return min(max(time.Duration(float64(timeout)*reserveShare), minReserve), maxReserve)
+}
+
+// optionalStage: the stage's model calls have a fallback that needs no
+// model (lexical keywords, the question as asked, the budgeted schema, no
+// example, the literal as written).
+func optionalStage(stage string) bool {
+	switch stage {
+	case "keywords", "followup", "schema-model", "workload examples", "literals":
+		return true
+	}
+	return false
 }

@@ -101,8 +101,8 @@ func (lt logTrace) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt("prompt_tokens", prompt)
 	enc.AddInt("completion_tokens", completion)
 	if e := t.Ends; e != (Ends{}) {
-		enc.AddString("answers_ended", fmt.Sprintf("finished=%d complete=%d repetition=%d capped=%d failed=%d",
-			e.Finished, e.Complete, e.Repetition, e.Capped, e.Failed))
+		enc.AddString("answers_ended", fmt.Sprintf("finished=%d complete=%d repetition=%d capped=%d failed=%d skipped=%d timecut=%d",
+			e.Finished, e.Complete, e.Repetition, e.Capped, e.Failed, e.Skipped, e.TimeCut))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -50,6 +50,27 @@ type Prompt struct {
 	// OutputCap): what the answer needs with room to spare, so a model
 	// that rambles is stopped long before the ask's time is gone.
 	MaxTokens int
+	// Stop sequences end generation on the server (see StopSequences).
+	Stop []string
+}
+
+// StopSequences are the stop sequences each step's prompt declares, where
+// they end a rambling model sooner than the output cap, on the server:
+// a JSON step's answer is one object, so a blank line after it begins
+// prose; a fenced SQL step's answer ends at its closed ```sql fence, so
+// one followed by a blank line begins prose or a second query. Servers
+// remove a stop sequence from the answer: the model client puts back a
+// fence the stop took (llm's restoreStop), and a JSON object loses only
+// the blank line.
+func StopSequences(step string) []string {
+	switch step {
+	case "keywords", "literal", "followup", "column_filter", "table_selection", "unittest_eval", "pairwise",
+		"askall_context_switch", "askall_return_type":
+		return []string{"\n\n"}
+	case "candidate", "subsql", "fixer":
+		return []string{"```\n\n"}
+	}
+	return nil
 }
 
 // OutputCap is the output cap, in tokens, each step's prompt declares: a
@@ -354,7 +375,7 @@ func render(name string, data any, schemaFile string) (Prompt, error) {
 	if err := tmpl.ExecuteTemplate(&user, name+".user", data); err != nil {
 		return Prompt{}, fmt.Errorf("prompts: render %s user: %w", name, err)
 	}
-	p := Prompt{System: strings.TrimSpace(sys.String()), User: strings.TrimSpace(user.String()), Step: name, MaxTokens: OutputCap(name)}
+	p := Prompt{System: strings.TrimSpace(sys.String()), User: strings.TrimSpace(user.String()), Step: name, MaxTokens: OutputCap(name), Stop: StopSequences(name)}
 	if schemaFile != "" {
 		b, err := files.ReadFile("templates/" + schemaFile)
 		if err != nil {

@@ -165,6 +165,9 @@ func format(p Prompt) string {
 	b.WriteString(p.User)
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "===== output cap: %d tokens =====\n", p.MaxTokens)
+	if len(p.Stop) > 0 {
+		fmt.Fprintf(&b, "===== stop: %q =====\n", p.Stop)
+	}
 	if p.JSONSchema != nil {
 		b.WriteString("===== json schema =====\n")
 		b.Write(p.JSONSchema)

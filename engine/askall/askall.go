@@ -751,6 +751,7 @@ func (a *Asker) chat(role llm.Role, step string, p prompts.Prompt) llm.ChatReque
 		Messages:   []llm.Message{{Role: llm.SpeakerUser, Content: p.User}},
 		JSONSchema: p.JSONSchema,
 		NumCtx:     a.NumCtx,
+		Stop:       p.Stop,
 		Step:       step,
 	}
 }

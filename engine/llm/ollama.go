@@ -226,6 +226,7 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		}
 		return nil
 	})
+	out.Content = restoreStop(out.Content, out.DoneReason, req.Stop)
 	out, err = settleChat(c.log, req.Step, model, out, attempts, start, err)
 	if err != nil {
 		return out, err

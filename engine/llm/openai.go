@@ -205,6 +205,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		}
 		return err
 	})
+	out.Content = restoreStop(out.Content, out.DoneReason, req.Stop)
 	out, err = settleChat(c.log, req.Step, model, out, attempts, start, err)
 	if err != nil {
 		return out, err

@@ -24,6 +24,9 @@ func transcript(srv *fakeollama.Server, resp llm.ChatResponse, err error) string
 	var b strings.Builder
 	for i, r := range srv.RequestsTo(fakeollama.RouteChat) {
 		fmt.Fprintf(&b, "=== request %d: model %s, stream %v, num_predict %v, temperature %v\n", i+1, r.Model, r.Stream, r.Options["num_predict"], r.Options["temperature"])
+		if stop, ok := r.Options["stop"]; ok {
+			fmt.Fprintf(&b, "=== stop %q\n", stop)
+		}
 		for _, m := range r.Messages {
 			fmt.Fprintf(&b, "--- %s\n%s\n", m.Role, m.Content)
 		}
@@ -139,6 +142,56 @@ func TestChatStopsEarly(t *testing.T) {
 			}
 			if tc.name == "complete" {
 				checkTranscript(t, "earlystop", transcript(srv, resp, err))
+			}
+		})
+	}
+}
+
+// TestChatStopSequences: a step's stop sequences reach the server, which
+// ends the answer there and leaves the sequence out (the fake does as
+// Ollama does); the client puts back a closing fence the stop took, so the
+// answer is whole for the parsers.
+func TestChatStopSequences(t *testing.T) {
+	for _, tc := range []struct {
+		name, reply string
+		stop        []string
+		want        string // the answer's content
+		sql         string // what ChatSQL makes of it ("" for JSON)
+	}{
+		{"fenced sql", "1. count users -> count(*)\n```sql\nSELECT count(*) FROM users\n```\n\nThis query counts the users.\n```sql\nSELECT 2\n```",
+			[]string{"```\n\n"}, "1. count users -> count(*)\n```sql\nSELECT count(*) FROM users\n```", "SELECT count(*) FROM users"},
+		{"json", "{\"keywords\": [\"users\"], \"entities\": []}\n\nThe keywords are users.", []string{"\n\n"},
+			"{\"keywords\": [\"users\"], \"entities\": []}", ""},
+		// The model stopped by itself: nothing to put back.
+		{"no stop met", "```sql\nSELECT 1\n```", []string{"```\n\n"}, "```sql\nSELECT 1\n```", "SELECT 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startFake(t, fakeollama.Rule{Name: "stop", Reply: tc.reply})
+			c := newClient(t, srv, nil)
+			req := systemAsk("Write SQL.", "How many users?")
+			req.Stop = tc.stop
+			resp, err := c.Chat(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Content != tc.want {
+				t.Fatalf("content %q, want %q", resp.Content, tc.want)
+			}
+			got := srv.RequestsTo(fakeollama.RouteChat)[0].Options["stop"]
+			if fmt.Sprint(got) != fmt.Sprint(tc.stop) {
+				t.Errorf("stop sent %v, want %v", got, tc.stop)
+			}
+			if tc.sql != "" {
+				srv.Reset()
+				sql, _, err := llm.ChatSQL(t.Context(), c, req)
+				if err != nil || sql != tc.sql {
+					t.Errorf("ChatSQL = %q, %v; want %q", sql, err, tc.sql)
+				}
+			}
+			if tc.name == "fenced sql" {
+				srv.Reset()
+				resp, err := c.Chat(t.Context(), req)
+				checkTranscript(t, "stop", transcript(srv, resp, err))
 			}
 		})
 	}

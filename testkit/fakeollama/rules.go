@@ -128,7 +128,12 @@ type Rule struct {
 	// PromptTokens and EvalTokens override the computed token counts.
 	PromptTokens int
 	EvalTokens   int
-	DoneReason   string // default "stop"
+	// PromptEvalDuration and EvalDuration override the reported (virtual)
+	// times of reading the prompt and writing the answer: a slow model
+	// without sleeping. Nothing waits for them.
+	PromptEvalDuration time.Duration
+	EvalDuration       time.Duration
+	DoneReason         string // default "stop"
 
 	// Times limits how often the rule applies; 0 means unlimited.
 	Times int

@@ -570,7 +570,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		_, _ = io.WriteString(w, "<html>502 bad gateway</html>\n")
 		return
 	}
-	content := rule.reply(v)
+	content := cutAtStop(rule.reply(v), v.Options)
 	promptTokens := rule.PromptTokens
 	if promptTokens == 0 {
 		promptTokens = approxTokens(v.Prompt)
@@ -583,13 +583,20 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 	if doneReason == "" {
 		doneReason = "stop"
 	}
+	promptDur, evalDur := rule.PromptEvalDuration, rule.EvalDuration
+	if promptDur <= 0 {
+		promptDur = 200 * time.Microsecond
+	}
+	if evalDur <= 0 {
+		evalDur = 500 * time.Microsecond
+	}
 	metrics := api.Metrics{
-		TotalDuration:      rule.Delay + time.Millisecond,
+		TotalDuration:      rule.Delay + 100*time.Microsecond + promptDur + evalDur,
 		LoadDuration:       100 * time.Microsecond,
 		PromptEvalCount:    promptTokens,
-		PromptEvalDuration: 200 * time.Microsecond,
+		PromptEvalDuration: promptDur,
 		EvalCount:          evalTokens,
-		EvalDuration:       500 * time.Microsecond,
+		EvalDuration:       evalDur,
 	}
 	mk := func(piece string, done bool) any {
 		now := time.Now().UTC()
@@ -676,6 +683,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		return
 	}
 	_ = enc.Encode(mk("", true))
+}
+
+// cutAtStop ends an answer where Ollama would: at the first of the
+// request's stop sequences (options.stop), which is left out of the text.
+func cutAtStop(content string, opts map[string]any) string {
+	stops, _ := opts["stop"].([]any)
+	cut := len(content)
+	for _, x := range stops {
+		if s, ok := x.(string); ok && s != "" {
+			if i := strings.Index(content, s); i >= 0 && i < cut {
+				cut = i
+			}
+		}
+	}
+	return content[:cut]
 }
 
 // dropAfter writes a partial body, flushes it and closes the connection.
