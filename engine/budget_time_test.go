@@ -189,3 +189,34 @@ func TestBudgetWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeedsObserve: the server's timings when it gave them; else the
+// client's clock (an answer the client ended early has no server timings:
+// before, such calls taught the engine nothing); several attempts teach
+// nothing; speeds are kept per model, whichever role measured them.
+func TestSpeedsObserve(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		resp llm.ChatResponse
+		want speed
+	}{
+		{"server timings", llm.ChatResponse{Model: "m", PromptTokens: 500, PromptDuration: 5 * time.Second, CompletionTokens: 40, EvalDuration: 20 * time.Second, Attempts: 1},
+			speed{gen: 2, read: 100}},
+		{"ended by the client", llm.ChatResponse{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 1, DoneReason: llm.DoneComplete},
+			speed{gen: 2, read: 50}},
+		{"retried", llm.ChatResponse{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 2},
+			speed{}},
+		{"cut before the first piece", llm.ChatResponse{Model: "m", PromptTokens: 500, Duration: 7 * time.Second, Attempts: 1},
+			speed{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s speeds
+			s.observe(llm.RoleSmall, tc.resp)
+			got := s.of("m", llm.RoleGenerator)
+			got.at = time.Time{}
+			if got != tc.want {
+				t.Errorf("speeds %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

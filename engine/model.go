@@ -58,6 +58,13 @@ func (b *budget) end(resp llm.ChatResponse, err error) {
 	}
 }
 
+// first: no call of this ask has been made yet.
+func (b *budget) first() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.calls == 0
+}
+
 func (b *budget) skip() {
 	b.mu.Lock()
 	b.ends.Skipped++
@@ -161,7 +168,14 @@ func (c budgetClient) Chat(ctx context.Context, req llm.ChatRequest) (llm.ChatRe
 	t := time.Now()
 	end := c.window(ctx, req.Step, t)
 	if req.MaxTokens > 0 || !end.IsZero() {
-		n, err := fitCap(t, end, c.speeds.of(modelOf(c.Client, req), role), promptTokens(req), max(req.MaxTokens, 0))
+		sp := c.speeds.of(modelOf(c.Client, req), role)
+		if c.b.first() {
+			// Each ask's first call runs on its window alone: speeds
+			// measured in an earlier ask (a loaded spell since gone) do
+			// not refuse it, and it measures them again for the calls after.
+			sp = speed{}
+		}
+		n, err := fitCap(t, end, sp, promptTokens(req), max(req.MaxTokens, 0))
 		if err != nil {
 			c.b.skip()
 			return llm.ChatResponse{}, fmt.Errorf("step %s not started: %w", req.Step, err)

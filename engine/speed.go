@@ -20,16 +20,22 @@ type speeds struct {
 }
 
 type speed struct {
-	gen, read float64 // tokens per second; 0 unknown
+	gen, read float64   // tokens per second; 0 unknown
+	at        time.Time // the latest observation
 }
 
+// staleSpeed: a speed measured longer ago than this is not trusted to
+// refuse a call. A loaded machine recovers; without it one slow spell
+// would refuse every call after it, and no call would measure again.
+const staleSpeed = time.Minute
+
 // observe records one answer's speeds. The server's counts and durations
-// come first; an answer the client ended (complete, repetition) or the
-// time cut has none, and then the call's wall time stands in: its chunks
-// over the time left after reading the prompt (at the known reading speed,
-// else none) bound the generation speed from below.
+// come first. An answer the client ended (complete, repetition) or the
+// ask's time cut has none; then the client's own clock stands in: the
+// time to the first piece for reading the prompt (any wait included, so
+// it errs slow), the pieces after it over the time they took for writing.
 func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
-	if s == nil || resp.Model == "" || resp.CompletionTokens <= 0 {
+	if s == nil || resp.Model == "" {
 		return
 	}
 	s.mu.Lock()
@@ -37,28 +43,36 @@ func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
 	if s.models == nil {
 		s.models, s.roles = map[string]*speed{}, map[llm.Role]string{}
 	}
-	s.roles[role] = resp.Model
 	m := s.models[resp.Model]
 	if m == nil {
 		m = &speed{}
 		s.models[resp.Model] = m
 	}
-	if resp.EvalDuration > 0 {
+	if time.Since(m.at) > staleSpeed {
+		m.gen, m.read = 0, 0 // start over rather than average with a stale spell
+	}
+	before := *m
+	switch {
+	case resp.EvalDuration > 0 && resp.CompletionTokens > 0:
 		m.gen = ewma(m.gen, float64(resp.CompletionTokens)/resp.EvalDuration.Seconds())
 		if resp.PromptDuration > 0 && resp.PromptTokens > 0 {
 			m.read = ewma(m.read, float64(resp.PromptTokens)/resp.PromptDuration.Seconds())
 		}
-		return
+	case resp.Attempts > 1:
+		// The client's clock over several requests says nothing of one.
+	case resp.FirstChunk > 0:
+		if resp.PromptTokens > 0 {
+			m.read = ewma(m.read, float64(resp.PromptTokens)/resp.FirstChunk.Seconds())
+		}
+		if resp.CompletionTokens > 1 && resp.Streaming > 0 {
+			m.gen = ewma(m.gen, float64(resp.CompletionTokens-1)/resp.Streaming.Seconds())
+		}
 	}
-	if resp.Attempts > 1 || resp.Duration <= 0 {
-		return // the wall time of several requests says nothing of one
-	}
-	wall := resp.Duration.Seconds()
-	if m.read > 0 {
-		wall -= float64(resp.PromptTokens) / m.read
-	}
-	if wall > 0 {
-		m.gen = ewma(m.gen, float64(resp.CompletionTokens)/wall)
+	// A call cut before its first piece says nothing sure: the model may
+	// have been loading (seconds, once), not reading.
+	if *m != before {
+		m.at = time.Now()
+		s.roles[role] = resp.Model
 	}
 }
 
@@ -70,7 +84,7 @@ func ewma(old, x float64) float64 {
 }
 
 // of returns the speeds of model, or, when it is not known (no resolver),
-// of the model that last answered role.
+// of the model that last answered role; stale ones are unknown.
 func (s *speeds) of(model string, role llm.Role) speed {
 	if s == nil {
 		return speed{}
@@ -80,7 +94,7 @@ func (s *speeds) of(model string, role llm.Role) speed {
 	if model == "" {
 		model = s.roles[role]
 	}
-	if m := s.models[model]; m != nil {
+	if m := s.models[model]; m != nil && time.Since(m.at) <= staleSpeed {
 		return *m
 	}
 	return speed{}
@@ -112,12 +126,15 @@ func fitCap(now, deadline time.Time, sp speed, promptTokens, maxTokens int) (int
 	if left <= 0 {
 		return 0, fmt.Errorf("%w: no time left", errTimeLeft)
 	}
-	if sp.gen <= 0 {
-		return maxTokens, nil
-	}
 	reading := 0.0
 	if sp.read > 0 {
 		reading = float64(promptTokens) / sp.read
+	}
+	if reading >= left {
+		return 0, fmt.Errorf("%w: %.1f s left, %.1f s to read the prompt (~%d tokens) at %.1f tokens/s", errTimeLeft, left, reading, promptTokens, sp.read)
+	}
+	if sp.gen <= 0 {
+		return maxTokens, nil
 	}
 	// 0.8: room for the speed's own variation.
 	fits := int((left - reading) * 0.8 * sp.gen)

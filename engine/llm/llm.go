@@ -89,6 +89,11 @@ type ChatResponse struct {
 	EvalDuration time.Duration
 	// PromptDuration is the server's time reading the prompt (0 unknown).
 	PromptDuration time.Duration
+	// FirstChunk is the client's time from the request to the answer's
+	// first piece (reading the prompt, and any wait, included), Streaming
+	// from the first piece to the last: the speeds of an answer the server
+	// gave no timings of. 0 when nothing arrived.
+	FirstChunk, Streaming time.Duration
 	// Folded: the system text went inside the user message (the model has
 	// no chat template that places it).
 	Folded bool

@@ -184,7 +184,7 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		}
 		areq.Options = opts
 		out = ChatResponse{Model: model, Folded: system != req.System}
-		w := &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
+		w := newWatcher(req.Complete, c.cfg.MaxAnswerBytes)
 		done := false
 		err := c.api.Chat(ctx, areq, func(r api.ChatResponse) error {
 			if err := w.add(r.Message.Content); err != nil {
@@ -204,6 +204,7 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 			return nil
 		})
 		out.Content = w.text.String()
+		w.timings(&out)
 		if !done {
 			// Ended by the client or cut off: count what arrived.
 			out.PromptTokens = estimateTokens(system, messages)

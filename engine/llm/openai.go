@@ -174,9 +174,10 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		if !c.noSchema.Load() {
 			oreq.ResponseFormat = format
 		}
-		w := &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
+		w := newWatcher(req.Complete, c.cfg.MaxAnswerBytes)
 		err := c.chatOnce(ctx, &oreq, &out, w)
 		defer func() {
+			w.timings(&out)
 			if out.PromptTokens == 0 && out.CompletionTokens == 0 {
 				// Ended before the usage chunk: count what arrived.
 				out.PromptTokens, out.CompletionTokens = estimateTokens(system, messages), w.chunks
@@ -196,7 +197,7 @@ func (c *OpenAIClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 				zap.String("server", c.base.String()), zap.String("error", se.ErrorMessage))
 			oreq.ResponseFormat = nil
 			out = ChatResponse{Model: model}
-			w = &watcher{complete: req.Complete, max: c.cfg.MaxAnswerBytes}
+			w = newWatcher(req.Complete, c.cfg.MaxAnswerBytes)
 			err = c.chatOnce(ctx, &oreq, &out, w)
 			if errors.Is(err, errStopEarly) {
 				out.Content, out.DoneReason = w.text.String(), w.cut
@@ -510,7 +511,8 @@ func settleChat(log *zap.Logger, step, model string, out ChatResponse, attempts 
 	if err != nil {
 		// Tokens of a call that failed or was cut still count (trace, metrics).
 		return ChatResponse{Model: model, Attempts: attempts, Duration: out.Duration,
-			PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, DoneReason: out.DoneReason}, err
+			PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens, DoneReason: out.DoneReason,
+			FirstChunk: out.FirstChunk, Streaming: out.Streaming}, err
 	}
 	log.Debug("chat",
 		zap.String("step", step), zap.String("model", out.Model),

@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"strings"
+	"time"
 )
 
 // Why a streamed answer was ended by the client (ChatResponse.DoneReason).
@@ -27,6 +28,23 @@ type watcher struct {
 	chunks   int
 	cut      string // DoneComplete or DoneRepetition once stopped
 	checked  int    // text length at the last repetition check
+	// When the request went out, the first piece and the latest arrived:
+	// the client's own measure of reading the prompt and of writing, for
+	// an answer the server gave no timings of (a stream the client ended).
+	start, first, last time.Time
+}
+
+func newWatcher(complete func(string) bool, maxBytes int) *watcher {
+	return &watcher{complete: complete, max: maxBytes, start: time.Now()}
+}
+
+// timings fills the client-side durations of out from what arrived.
+func (w *watcher) timings(out *ChatResponse) {
+	if w.first.IsZero() {
+		out.FirstChunk, out.Streaming = 0, 0
+		return
+	}
+	out.FirstChunk, out.Streaming = w.first.Sub(w.start), w.last.Sub(w.first)
 }
 
 // add takes one piece; it returns errStopEarly when the answer is complete
@@ -40,6 +58,10 @@ func (w *watcher) add(piece string) error {
 	}
 	w.text.WriteString(piece)
 	w.chunks++
+	w.last = time.Now()
+	if w.first.IsZero() {
+		w.first = w.last
+	}
 	// Checks run where a statement or a JSON value can end, and the
 	// repetition check every 64 bytes: parsing on every token would cost
 	// more than it saves.
