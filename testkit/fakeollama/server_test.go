@@ -456,3 +456,36 @@ func TestModelBehaviours(t *testing.T) {
 		t.Errorf("show other: %+v, %v", show, err)
 	}
 }
+
+// TestStopAndVirtualTimings: the fake ends an answer at the request's first
+// stop sequence and leaves it out, as Ollama does, and reports a rule's
+// virtual timings (nothing waits for them).
+func TestStopAndVirtualTimings(t *testing.T) {
+	s := fakeollama.New(t, fakeollama.Options{Rules: []fakeollama.Rule{{Name: "r",
+		Reply:              "```sql\nSELECT 1\n```\n\nThis selects one.",
+		PromptEvalDuration: 30 * time.Second, EvalDuration: time.Minute}}})
+	for _, tc := range []struct {
+		name string
+		stop []string
+		want string
+	}{
+		{"no stop", nil, "```sql\nSELECT 1\n```\n\nThis selects one."},
+		{"after the fence", []string{"```\n\n"}, "```sql\nSELECT 1\n"},
+		{"the first of two", []string{"one", "\n\n"}, "```sql\nSELECT 1\n```"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := false
+			req := &api.ChatRequest{Model: "m", Stream: &stream, Messages: []api.Message{{Role: "user", Content: "x"}}}
+			if tc.stop != nil {
+				req.Options = map[string]any{"stop": tc.stop}
+			}
+			var got api.ChatResponse
+			if err := apiClient(t, s).Chat(context.Background(), req, func(r api.ChatResponse) error { got = r; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if got.Message.Content != tc.want || got.PromptEvalDuration != 30*time.Second || got.EvalDuration != time.Minute {
+				t.Errorf("content %q, prompt %s, eval %s; want %q, 30s, 1m", got.Message.Content, got.PromptEvalDuration, got.EvalDuration, tc.want)
+			}
+		})
+	}
+}
