@@ -220,3 +220,40 @@ func TestSpeedsObserve(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowModelNextAsk: after an ask showed the model reads too slowly for
+// its time, the next ask does not spend a quarter of its time on the
+// optional keyword call (lexical keywords stand in); its generator call,
+// the ask's first essential call, still runs on its window alone, so a
+// slow spell that has passed does not refuse every ask after it.
+func TestSlowModelNextAsk(t *testing.T) {
+	f := newFixture(t)
+	fake := fakeollama.New(t, fakeollama.Options{Rules: []fakeollama.Rule{
+		// Reads 10 tokens/s (virtual): the keyword prompt alone takes ~25 s.
+		{Name: "keywords", PromptContains: []string{fakeollama.PromptKeywords}, Reply: "{\"keywords\": [\"stores\"], \"entities\": []}\nThose are the terms.", ChunkSize: 1 << 10,
+			PromptTokens: 250, PromptEvalDuration: 25 * time.Second, EvalTokens: 30, EvalDuration: 300 * time.Millisecond, Times: 1},
+		{Name: "generate", Reply: sqlReply("SELECT count(*) FROM stores")},
+	}})
+	client, err := llm.New(llm.Config{Host: fake.URL(), Models: map[llm.Role]string{llm.RoleGenerator: "coder:7b", llm.RoleSmall: "coder:7b"},
+		CallTimeout: 10 * time.Second, MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &Engine{LLM: client, Catalogs: f.cats, TrialTimeout: 10 * time.Second, AskTimeout: 20 * time.Second}
+	// The first ask measures the slow reading and cannot fit its generator.
+	if _, err := eng.Translate(context.Background(), f.ownRequest(t, "how many stores, slow 1")); err == nil {
+		t.Fatal("the first ask answered; want it out of time")
+	}
+	res, err := eng.Translate(context.Background(), f.ownRequest(t, "how many stores, slow 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.SQL(), "count(*)") || res.Trace.Ends.Skipped != 1 || fake.Hits("keywords") != 1 {
+		t.Fatalf("SQL %s, ends %+v, %d keyword calls; want the answer with the keyword call skipped", res.SQL(), res.Trace.Ends, fake.Hits("keywords"))
+	}
+	for _, st := range res.Trace.Stages {
+		if st.Name == "keywords" && !strings.Contains(st.Note, "lexical") {
+			t.Errorf("keywords note %q; want the lexical fallback", st.Note)
+		}
+	}
+}

@@ -169,10 +169,13 @@ func (c budgetClient) Chat(ctx context.Context, req llm.ChatRequest) (llm.ChatRe
 	end := c.window(ctx, req.Step, t)
 	if req.MaxTokens > 0 || !end.IsZero() {
 		sp := c.speeds.of(modelOf(c.Client, req), role)
-		if c.b.first() {
-			// Each ask's first call runs on its window alone: speeds
-			// measured in an earlier ask (a loaded spell since gone) do
-			// not refuse it, and it measures them again for the calls after.
+		if c.b.first() && !optionalStage(req.Step) {
+			// An ask's first essential call runs on its window alone:
+			// speeds measured in an earlier ask (a loaded spell since
+			// gone) do not refuse it, and it measures them again for the
+			// calls after. An optional call (keywords) has a fallback, so
+			// recent speeds may refuse it: a slow model then spends the
+			// ask's time on the generator.
 			sp = speed{}
 		}
 		n, err := fitCap(t, end, sp, promptTokens(req), max(req.MaxTokens, 0))
