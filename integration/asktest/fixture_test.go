@@ -187,7 +187,7 @@ func (f *fixture) startProxyRelay(t *testing.T, eng *engine.Engine, goroutines b
 	t.Helper()
 	srv := &proxy.Server{
 		GoroutineRelay: goroutines,
-		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		Upstreams:      []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		// Every ask sends its progress NOTICEs at once, so that every client
 		// of the matrix (JDBC's warning chain, psycopg's notices list, the
 		// extended protocol) gets them before its answer.
