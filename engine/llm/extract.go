@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // Small local models wrap their answers in reasoning, prose, Markdown fences
@@ -230,96 +232,46 @@ func statementPass(s string, re *regexp.Regexp, prose, upperOnly bool) string {
 // sqlEnd returns the length of the statement at the start of s: up to the
 // first ';' outside quotes, identifiers, comments and dollar quotes; in prose
 // also up to a blank line, and after an inline backtick up to the next one.
-//
-// This lexer is hand-written on purpose, beside pg_query's scanner (which
-// eval/compare and the guard use): it reads a model's answer, where SQL runs
-// on into prose, and the scanner fails a whole text over one apostrophe in
-// "don't" or an unclosed backtick; the ends it looks for (a blank line, a
-// backtick) are not SQL tokens; and it keeps this package free of cgo.
+// It reads with the one SQL scanner (internal/sqlscan), not pg_query's: a
+// model's answer runs on into prose, and the ends looked for (a blank line,
+// a backtick) are not SQL tokens; an apostrophe in "don't" opens a string
+// that runs to the end, as it would on the server.
 func sqlEnd(s string, prose, backtick bool) int {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for t := range sqlscan.Tokens(s, sqlscan.Options{}) {
 		switch {
-		case c == ';':
-			return i
-		case c == '`' && backtick:
-			return i
-		case c == '\n' && prose:
-			j := i + 1
-			for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r') {
-				j++
+		case t.Kind == sqlscan.Op && (s[t.Start] == ';' || (s[t.Start] == '`' && backtick)):
+			return t.Start
+		case t.Kind == sqlscan.Space && prose:
+			if i := blankLine(s[t.Start:t.End], t.End == len(s)); i >= 0 {
+				return t.Start + i
 			}
-			if j >= len(s) || s[j] == '\n' {
-				return i
-			}
-		case c == '\'' || c == '"':
-			i = skipQuoted(s, i, c)
-		case c == '-' && strings.HasPrefix(s[i:], "--"):
-			if nl := strings.IndexByte(s[i:], '\n'); nl >= 0 {
-				i += nl - 1 // the newline itself is seen next
-			} else {
-				return len(s)
-			}
-		case c == '/' && strings.HasPrefix(s[i:], "/*"):
-			i = skipBlockComment(s, i)
-		case c == '$':
-			i = skipDollar(s, i)
 		}
 	}
 	return len(s)
 }
 
-// skipQuoted returns the index of the closing quote; a doubled quote escapes it.
-func skipQuoted(s string, i int, q byte) int {
-	for j := i + 1; j < len(s); j++ {
-		if s[j] == q {
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j
-		}
-	}
-	return len(s) - 1
-}
-
-// skipBlockComment returns the index of the final '/' of a (nested) comment.
-func skipBlockComment(s string, i int) int {
-	depth := 0
-	for j := i; j+1 < len(s); j++ {
-		switch {
-		case s[j] == '/' && s[j+1] == '*':
-			depth++
+// blankLine returns the index in space of a newline that ends the text or
+// is followed by an empty line (spaces, tabs and carriage returns only);
+// atEnd says space is the end of the text.
+func blankLine(space string, atEnd bool) int {
+	for i := strings.IndexByte(space, '\n'); i >= 0; {
+		j := i + 1
+		for j < len(space) && (space[j] == ' ' || space[j] == '\t' || space[j] == '\r') {
 			j++
-		case s[j] == '*' && s[j+1] == '/':
-			depth--
-			j++
-			if depth == 0 {
-				return j
-			}
 		}
+		if (j == len(space) && atEnd) || (j < len(space) && space[j] == '\n') {
+			return i
+		}
+		k := strings.IndexByte(space[i+1:], '\n')
+		if k < 0 {
+			return -1
+		}
+		i += 1 + k
 	}
-	return len(s) - 1
-}
-
-// skipDollar skips a $tag$...$tag$ string; $1-style parameters are left.
-func skipDollar(s string, i int) int {
-	j := i + 1
-	for j < len(s) && (s[j] == '_' || isAlpha(s[j]) || (j > i+1 && isDigit(s[j]))) {
-		j++
-	}
-	if j >= len(s) || s[j] != '$' {
-		return i
-	}
-	tag := s[i : j+1]
-	if k := strings.Index(s[j+1:], tag); k >= 0 {
-		return j + 1 + k + len(tag) - 1
-	}
-	return len(s) - 1
+	return -1
 }
 
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80 }
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // ExtractJSON finds the JSON value in a model's answer and unmarshals it
 // into v. It strips reasoning blocks, prefers ```json fences (the last
