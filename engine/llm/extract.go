@@ -358,70 +358,85 @@ func matchBracket(s string, i int) int {
 // cleanJSON removes comments, trailing commas and Python literals outside
 // strings.
 func cleanJSON(s string) []byte {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		end := i + 1
+		switch c := s[i]; {
 		case c == '"':
-			j := i + 1
-			for ; j < len(s) && s[j] != '"'; j++ {
-				if s[j] == '\\' {
-					j++
-				}
-			}
-			b = append(b, s[i:min(j+1, len(s))]...)
-			i = j
-		case c == '/' && i+1 < len(s) && s[i+1] == '/':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			if k := strings.Index(s[i+2:], "*/"); k >= 0 {
-				i += k + 3
-			} else {
-				i = len(s)
-			}
+			end = jsonStringEnd(s, i)
+			b = append(b, s[i:end]...)
+		case strings.HasPrefix(s[i:], "//") || strings.HasPrefix(s[i:], "/*"):
+			end = jsonCommentEnd(s, i)
 		case c == ',':
-			// Drop it when only whitespace or comments precede a closer.
-			j := i + 1
-		ahead:
-			for j < len(s) {
-				switch {
-				case s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r':
-					j++
-				case strings.HasPrefix(s[j:], "//"):
-					for j < len(s) && s[j] != '\n' {
-						j++
-					}
-				default:
-					break ahead
-				}
+			if !closerFollows(s, end) {
+				b = append(b, c)
 			}
-			if j < len(s) && (s[j] == '}' || s[j] == ']') {
-				continue
+		case isAlpha(c):
+			for end < len(s) && isAlpha(s[end]) {
+				end++
 			}
-			b = append(b, c)
-		case isAlpha(c) && (i == 0 || !isAlpha(s[i-1])):
-			j := i
-			for j < len(s) && isAlpha(s[j]) {
-				j++
-			}
-			switch w := s[i:j]; w {
-			case "True":
-				b = append(b, "true"...)
-			case "False":
-				b = append(b, "false"...)
-			case "None":
-				b = append(b, "null"...)
-			default:
-				b = append(b, w...)
-			}
-			i = j - 1
+			b = append(b, pythonLiteral(s[i:end])...)
 		default:
 			b = append(b, c)
 		}
+		i = end
 	}
 	return b
+}
+
+// jsonStringEnd returns the end of the JSON string opened at s[i].
+func jsonStringEnd(s string, i int) int {
+	j := i + 1
+	for ; j < len(s) && s[j] != '"'; j++ {
+		if s[j] == '\\' {
+			j++
+		}
+	}
+	return min(j+1, len(s))
+}
+
+// jsonCommentEnd returns the end of the // (with its newline) or /* */
+// comment at s[i]; an unclosed /* runs to the end.
+func jsonCommentEnd(s string, i int) int {
+	closer := "\n"
+	if s[i+1] == '*' {
+		closer = "*/"
+	}
+	if k := strings.Index(s[i+2:], closer); k >= 0 {
+		return i + 2 + k + len(closer)
+	}
+	return len(s)
+}
+
+// closerFollows reports whether only whitespace and // comments come
+// before a '}' or ']' at s[j:]: a trailing comma.
+func closerFollows(s string, j int) bool {
+	for j < len(s) {
+		switch {
+		case s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r':
+			j++
+		case strings.HasPrefix(s[j:], "//"):
+			for j < len(s) && s[j] != '\n' {
+				j++
+			}
+		default:
+			return s[j] == '}' || s[j] == ']'
+		}
+	}
+	return false
+}
+
+// pythonLiteral maps Python's True, False and None to JSON.
+func pythonLiteral(w string) string {
+	switch w {
+	case "True":
+		return "true"
+	case "False":
+		return "false"
+	case "None":
+		return "null"
+	}
+	return w
 }
 
 func badOutput(op string, err error, text string) error {
