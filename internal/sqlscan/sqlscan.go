@@ -257,7 +257,7 @@ func continuation(src string, end int) (next int, ok bool) {
 	}
 	for j++; j < len(src); {
 		switch {
-		case isSpace(src[j]):
+		case isSpace(src[j]) && src[j] != '\v':
 			j++
 		case strings.HasPrefix(src[j:], "--") && lineEnd(src, j) < len(src):
 			j = lineEnd(src, j) + 1 // a comment counts with its newline
@@ -314,24 +314,31 @@ func blockCommentEnd(src string, i int) (int, bool) {
 
 // numberEnd returns the end of a numeric constant: digits, letters and
 // '_' (hexadecimal, exponents, PostgreSQL 16's separators, and the junk
-// the server rejects), a fraction and an exponent's sign.
+// the server rejects), one fraction after a decimal integer, and an
+// exponent's sign.
 func numberEnd(src string, i int) int {
-	j := i
-	for j < len(src) {
-		c := src[j]
-		switch {
-		case isDigit(c) || c == '_' || isLetter(c):
-		case c == '.' && !strings.HasPrefix(src[j:], ".."):
-		case (c == '+' || c == '-') && (src[j-1]|0x20) == 'e' && j+1 < len(src) && isDigit(src[j+1]):
-		default:
-			return j
-		}
+	j := alnumEnd(src, i)
+	if j < len(src) && src[j] == '.' && !strings.HasPrefix(src[j:], "..") &&
+		strings.Trim(src[i:j], "0123456789_") == "" {
+		j = alnumEnd(src, j+1)
+	}
+	if j+1 < len(src) && (src[j] == '+' || src[j] == '-') && src[j-1]|0x20 == 'e' && isDigit(src[j+1]) {
+		j = alnumEnd(src, j+1)
+	}
+	return j
+}
+
+func alnumEnd(src string, j int) int {
+	for j < len(src) && (isDigit(src[j]) || isLetter(src[j]) || src[j] == '_') {
 		j++
 	}
 	return j
 }
 
-// isSpace is PostgreSQL's whitespace ({space}: also \v since version 16).
+// isSpace is PostgreSQL's whitespace ({space}), and \v: the server (16,
+// pg_query's) rejects a \v outside quotes and comments, so no text it
+// accepts reads differently, and the relay has always skipped it before a
+// marker.
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
