@@ -95,13 +95,13 @@ func (l *lexer) execute() lifecycleStmt {
 // is left to the server.
 type lexer struct {
 	src    string
-	sc     *sqlscan.Scanner
+	sc     sqlscan.Scanner
 	tok    sqlscan.Token // the next token that is not whitespace or a comment
 	quoted bool          // the last word was a quoted identifier
 }
 
-func newLexer(sql string) *lexer {
-	l := &lexer{src: sql, sc: sqlscan.NewScanner(sql, sqlscan.Options{})}
+func newLexer(sql string) lexer {
+	l := lexer{src: sql, sc: *sqlscan.NewScanner(sql, sqlscan.Options{})}
 	l.next()
 	return l
 }

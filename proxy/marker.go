@@ -212,7 +212,7 @@ var markerWords = [...]struct {
 // markerKeyword parses `ask:`, `ask-sql:` or either with `(<profile>)`,
 // or `optimize:`, after the comment opener.
 func markerKeyword(s string) (kind MarkerKind, profile, rest string, ok bool) {
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanks(s)
 	for _, w := range markerWords {
 		if len(s) > len(w.word) && strings.EqualFold(s[:len(w.word)], w.word) {
 			kind, s = w.kind, s[len(w.word):]
@@ -227,11 +227,19 @@ func markerKeyword(s string) (kind MarkerKind, profile, rest string, ok bool) {
 			return MarkerNone, "", "", false
 		}
 	}
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanks(s)
 	if s == "" || s[0] != ':' {
 		return MarkerNone, "", "", false
 	}
 	return kind, profile, s[1:], true
+}
+
+// trimBlanks drops leading spaces and tabs (a loop: this runs per marker).
+func trimBlanks(s string) string {
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	return s
 }
 
 // maxProfileName bounds the word in `ask(<profile>)`.

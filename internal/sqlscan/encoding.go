@@ -51,19 +51,24 @@ func EncodingOf(name string) Encoding {
 }
 
 // charLen is the length of the character at src[i] (at least 1, at most
-// what is left), as PostgreSQL's pg_encoding_mblen counts it.
+// what is left), as PostgreSQL's pg_encoding_mblen counts it. Small enough
+// to inline: the scanner calls it for every byte.
 func (e Encoding) charLen(src string, i int) int {
-	c := src[i]
-	n := 1
+	if e == ServerSafe || src[i] < 0x80 {
+		return 1
+	}
+	return e.multibyteLen(src, i)
+}
+
+func (e Encoding) multibyteLen(src string, i int) int {
+	c, n := src[i], 2
 	switch {
-	case c < 0x80 || e == ServerSafe:
 	case e == SJIS && 0xa1 <= c && c <= 0xdf: // half-width katakana
+		n = 1
 	case e == GB18030 && i+1 < len(src) && '0' <= src[i+1] && src[i+1] <= '9':
 		n = 4
 	case e == JOHAB && c == 0x8f: // as pg_euc_mblen: SS3
 		n = 3
-	default:
-		n = 2
 	}
 	return min(n, len(src)-i)
 }

@@ -106,7 +106,7 @@ func commentInside(res *pg_query.ScanResult, tok Token) bool {
 // pgQuerySeeds are texts where scanners tend to disagree.
 var pgQuerySeeds = []string{
 	"SELECT 'it''s', E'a\\'b', e'\\\\', b'01', X'1F', n'z', 'a'\n  'b'",
-	"SELECT 1 /* a /* b */ c */ -- d\n, 2 /**/ /*/ x */ /* ** / */",
+	"SELECT 1 /* a /* b */ c */ -- d\n, 2 /**/ /*/ x */ /* ** / */ /*/**/*/ /***/ 3",
 	"SELECT $$a$$, $t$ $$ ' \" $t$, $a$b$a$, a$b$, c$$, $1, $_$x$_$",
 	`SELECT "a""b", "é", é, _x1$, "SELECT"`,
 	"SELECT 1.5e-3, .5, 0x1F, 1_000, 2 + -- c\n3, 4 +/* c */5, t.c, x::text",

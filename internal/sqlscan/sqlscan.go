@@ -292,24 +292,29 @@ func lineEnd(src string, i int) int {
 }
 
 // blockCommentEnd returns the end of the (nested) comment opened at i.
+// Every opener and closer holds a '*': it jumps from one to the next.
 func blockCommentEnd(src string, i int) (int, bool) {
-	depth := 0
-	for j := i; j+1 < len(src); {
+	depth, j := 1, i+2
+	for {
+		k := strings.IndexByte(src[j:], '*')
+		if k < 0 {
+			return len(src), false
+		}
+		k += j
 		switch {
-		case src[j] == '/' && src[j+1] == '*':
+		case k > j && src[k-1] == '/': // a '/' not already part of a closer
 			depth++
-			j += 2
-		case src[j] == '*' && src[j+1] == '/':
+			j = k + 1
+		case k+1 < len(src) && src[k+1] == '/':
 			depth--
-			j += 2
+			j = k + 2
 			if depth == 0 {
 				return j, true
 			}
 		default:
-			j++
+			j = k + 1
 		}
 	}
-	return len(src), false
 }
 
 // numberEnd returns the end of a numeric constant: digits, letters and
