@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 )
 
@@ -17,9 +16,6 @@ const (
 	// maxSecretLen is the longest cancel secret protocol 3.2 allows.
 	maxSecretLen = 256
 )
-
-// ErrProtocol marks a malformed or unsupported client message.
-var ErrProtocol = errors.New("proxy: protocol violation")
 
 type startupKind int
 
