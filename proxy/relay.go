@@ -240,10 +240,7 @@ func (s *session) waitClient() error {
 		_, err := s.cl.cr.Peek(1)
 		return err
 	}
-	poll := idleT
-	if poll <= 0 || (txT > 0 && txT < poll) {
-		poll = txT
-	}
+	poll := minTimeout(idleT, txT)
 	for {
 		idle, tx, last := s.sh.idleState()
 		limit := idleT
@@ -254,22 +251,45 @@ func (s *session) waitClient() error {
 		if idle && limit > 0 {
 			deadline = last.Add(limit)
 		}
-		_ = s.client.SetReadDeadline(deadline)
-		_, err := s.cl.cr.Peek(1)
-		if err == nil {
-			_ = s.client.SetReadDeadline(time.Time{})
-			s.sh.touch()
-			return nil
-		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
+		if done, err := s.peekClient(deadline); done {
 			return err
 		}
 		if idle && limit > 0 && !time.Now().Before(deadline) {
-			if tx == txIdle {
-				return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
-			}
-			return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")
+			return s.idleTimeout(tx)
 		}
 	}
+}
+
+// peekClient waits until deadline for the client's next byte. done: it came
+// (err nil), or the read failed for another reason than the deadline.
+func (s *session) peekClient(deadline time.Time) (done bool, err error) {
+	_ = s.client.SetReadDeadline(deadline)
+	_, err = s.cl.cr.Peek(1)
+	if err == nil {
+		_ = s.client.SetReadDeadline(time.Time{})
+		s.sh.touch()
+		return true, nil
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return true, err
+	}
+	return false, nil
+}
+
+// idleTimeout ends a session idle past its limit, with Postgres's own code
+// for the state it idled in.
+func (s *session) idleTimeout(tx byte) error {
+	if tx == txIdle {
+		return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
+	}
+	return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")
+}
+
+// minTimeout is the shorter of two timeouts, where zero or less is none.
+func minTimeout(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
