@@ -13,6 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/semantic"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -111,7 +112,7 @@ func TestLinkingRecall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "shop")
 	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/catalog/verified"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 	"gopkg.in/yaml.v3"
@@ -65,7 +66,7 @@ func TestVerifiedCLIStore(t *testing.T) {
 	t.Setenv("NLPROXY_CATALOG_STORE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	storeDB := pgtest.UniqueName(t, "store")
 	if err := c.CreateDatabase(ctx, storeDB); err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestVerifiedSuggestCLI(t *testing.T) {
 	t.Setenv("NLPROXY_CATALOG_STORE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	storeDB := pgtest.UniqueName(t, "store")
 	if err := c.CreateDatabase(ctx, storeDB); err != nil {
 		t.Fatal(err)
