@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/internal/pgcluster"
-
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -214,7 +214,7 @@ func TestHarness(t *testing.T) {
 		t.Skip("starts Postgres and PgBouncer")
 	}
 	if !fileExists("/usr/sbin/pgbouncer") {
-		t.Skip("pgbouncer not installed")
+		needs.Missing(t, "pgbouncer not installed")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
