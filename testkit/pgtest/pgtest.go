@@ -26,7 +26,9 @@ const SuperuserPassword = pgcluster.SuperuserPassword
 var ErrNoPostgres = pgcluster.ErrNoPostgres
 
 // Start creates and starts a cluster. The caller must call Stop.
-func Start(ctx context.Context, opts pgcluster.Options) (*pgcluster.Cluster, error) { return pgcluster.Start(ctx, opts) }
+func Start(ctx context.Context, opts pgcluster.Options) (*pgcluster.Cluster, error) {
+	return pgcluster.Start(ctx, opts)
+}
 
 // FindBinDir returns the directory holding initdb, pg_ctl and postgres.
 func FindBinDir() (string, error) { return pgcluster.FindBinDir() }
