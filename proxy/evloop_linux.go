@@ -41,7 +41,7 @@ import (
 // Ownership (see session): while a session is on the loop, the loop's one
 // goroutine is both its client side and its server side. It alone touches
 // s.cl and s.sv, recording each message through onClient and onServer as
-// clientLoop and serverLoop do (messages.go; the Query/Parse entry decision
+// clientLoop and serverLoop do (handlers.go; the Query/Parse entry decision
 // is the same mightAsk/queryAsk/parseAsk); the session's goroutine waits in loopRelay
 // meanwhile, having emptied its readers into the loop's pipes. Shared state
 // goes through s.sh and s.sig as on goroutines. The hand-back on ls.done

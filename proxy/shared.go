@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -330,4 +331,23 @@ func (sh *shared) leaveLoop(traffic *countingConn, client, up net.Conn) (gone bo
 		traffic.Conn, sh.upConn = client, up
 	}
 	return false
+}
+
+// countingConn counts the bytes a client connection carries: one atomic add
+// per read or write system call, which the relay batches anyway.
+type countingConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
 }
