@@ -131,8 +131,11 @@ func (s *session) noteParameter(body []byte) {
 	if !ok {
 		return
 	}
-	if name == "client_encoding" {
+	switch name {
+	case "client_encoding":
 		s.sh.setEncoding(value)
+	case "standard_conforming_strings":
+		s.sh.setNonStandardStrings(value == "off")
 	}
 }
 

@@ -125,7 +125,7 @@ func (s *session) queryAsk(text []byte) (prefix string, m Marker, err error) {
 	if err != nil || (m.Kind != MarkerNone && m.invalid == nil) || !maybeTxPrefix(text, true) {
 		return "", m, err
 	}
-	prefix, rest := splitTxPrefix(string(text))
+	prefix, rest := splitTxPrefix(string(text), s.sh.scanOptions())
 	if prefix == "" {
 		return "", m, nil
 	}

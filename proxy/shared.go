@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // shared is the part of a session's state that more than one goroutine
@@ -32,14 +34,15 @@ type shared struct {
 	connsClosed bool   // close has closed the connections it found
 
 	// The server's progress, for asks that must know the transaction state.
-	unitsSent      uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
-	unitsDone      uint64 // ReadyForQuery received
-	txStatus       byte
-	lastActive     time.Time
-	lastUnitFailed bool   // the unit the last ReadyForQuery ended had an error
-	copyIn         bool   // the server waits for COPY data from the client
-	clientEncoding string // from ParameterStatus
-	xacts          uint64 // returns to idle, for metrics
+	unitsSent          uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
+	unitsDone          uint64 // ReadyForQuery received
+	txStatus           byte
+	lastActive         time.Time
+	lastUnitFailed     bool // the unit the last ReadyForQuery ended had an error
+	copyIn             bool // the server waits for COPY data from the client
+	clientEncoding     string
+	nonStandardStrings bool   // standard_conforming_strings = off // from ParameterStatus
+	xacts              uint64 // returns to idle, for metrics
 
 	translating bool
 	cancelTr    context.CancelFunc
@@ -151,6 +154,22 @@ func (sh *shared) setEncoding(enc string) {
 	sh.mu.Lock()
 	sh.clientEncoding = enc
 	sh.mu.Unlock()
+}
+
+// setNonStandardStrings records standard_conforming_strings = off, which
+// the server reports at startup and after every change.
+func (sh *shared) setNonStandardStrings(off bool) {
+	sh.mu.Lock()
+	sh.nonStandardStrings = off
+	sh.mu.Unlock()
+}
+
+// scanOptions is how the session's SQL text reads: its client_encoding
+// and standard_conforming_strings.
+func (sh *shared) scanOptions() sqlscan.Options {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sqlscan.Options{NonStandardStrings: sh.nonStandardStrings, Encoding: sqlscan.EncodingOf(sh.clientEncoding)}
 }
 
 func (sh *shared) encoding() string {
