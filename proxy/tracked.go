@@ -82,11 +82,11 @@ func (s *session) trackedQuery(n int) error {
 	case m.Kind != MarkerNone:
 		return s.askQuery(m, msg) // a misused table function too: its error
 	}
-	if lc := parseLifecycle(string(msg[5 : len(msg)-1]), s.sh.scanOptions()); lc.kind != lcNone {
+	if lc := parseLifecycle(string(msg[5:len(msg)-1]), s.sh.scanOptions()); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
 			return err
 		}
-	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1]), s.sh.scanOptions()); ok && s.cl.stmts[name] != nil && name != "" {
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5:len(msg)-1]), s.sh.scanOptions()); ok && s.cl.stmts[name] != nil && name != "" {
 		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
 			return err
 		}
