@@ -316,3 +316,39 @@ func letters(i int) string {
 		}
 	}
 }
+
+// TestObserveConcurrent: relay goroutines counting while the worker
+// collects lose and double no statement (run with -race too).
+func TestObserveConcurrent(t *testing.T) {
+	store := NewStore("", Limits{})
+	c := NewCollector(store, CollectorOptions{QueueSize: 1 << 12, DrainEvery: time.Millisecond})
+	stop := runCollector(t, c)
+	const goroutines, each = 4, 2000
+	done := make(chan struct{})
+	for g := range goroutines {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range each {
+				c.Observe("db", "app", uint64(g+1), []byte("SELECT a FROM "+letters(i%5)+" WHERE b = "+strconv.Itoa(i)))
+			}
+		}()
+	}
+	for range goroutines {
+		<-done
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	var sum int64
+	p, _ := store.Profile("db")
+	for _, q := range p.Queries() {
+		sum += q.Count
+		if len(q.Sessions) != goroutines {
+			t.Errorf("%s: %d sessions, want %d", q.Text, len(q.Sessions), goroutines)
+		}
+	}
+	if n := goroutines * each; st.Captured != uint64(n) || st.Learnt != uint64(n) || sum != int64(n) || st.Stored != 5 {
+		t.Errorf("stats %+v, counts sum %d; want %d statements in 5 fingerprints", st, sum, n)
+	}
+}
