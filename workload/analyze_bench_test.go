@@ -72,6 +72,7 @@ func BenchmarkObserve(b *testing.B) {
 		c := collector(b, 0)
 		var session atomic.Uint64
 		b.ReportAllocs()
+		b.ResetTimer() // not the collector's queue
 		b.RunParallel(func(pb *testing.PB) {
 			s, i := session.Add(1), 0
 			for pb.Next() {
