@@ -22,7 +22,11 @@ func TestParseLifecycle(t *testing.T) {
 		// Left to the server: several statements, what cannot be read.
 		{"DEALLOCATE a; SELECT 1", lifecycleStmt{}},
 		{"EXECUTE a; SELECT 1", lifecycleStmt{}},
-		{"EXECUTE a($$x)$$)", lifecycleStmt{}},
+		{"EXECUTE a($$x)$$, $t$'$t$, /* ) */ 1, -- )\n 2)", lifecycleStmt{kind: lcExecute, name: "a"}},
+		{"EXECUTE a$b$ (1)", lifecycleStmt{kind: lcExecute, name: "a$b$"}},
+		{`EXECUTE a('x\')`, lifecycleStmt{}},     // its end depends on standard_conforming_strings
+		{`EXECUTE a(E'\'', 1)`, lifecycleStmt{}}, // likewise left to the server
+		{"EXECUTE a('x)", lifecycleStmt{}},
 		{"EXECUTE a(1", lifecycleStmt{}},
 		{"DISCARD PLANS", lifecycleStmt{}},
 		{"DEALLOCATE", lifecycleStmt{}},
@@ -65,6 +69,8 @@ func TestDeallocateAround(t *testing.T) {
 		{"SAVEPOINT s; DEALLOCATE a1; SELECT 1", "", "", "", false},
 		{"SAVEPOINT s; DEALLOCATE ALL", "", "", "", false},
 		{"SAVEPOINT s; SELECT 1", "", "", "", false},
+		{"DEALLOCATE a1 BEGIN", "", "", "", false}, // not one statement: the server's syntax error
+		{"DEALLOCATE a1 /* c */", "", "a1", "", true},
 	} {
 		prefix, name, suffix, ok := deallocateAround(tc.sql)
 		if prefix != tc.prefix || name != tc.name || suffix != tc.suffix || ok != tc.ok {
