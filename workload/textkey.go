@@ -3,6 +3,9 @@ package workload
 import (
 	"hash/maphash"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // textKey writes to h a key for sql in which the constants a statement
@@ -10,123 +13,57 @@ import (
 // comments count as one marker each, so that the relay can tell a repeat
 // from a new shape without pg_query. The rule it keeps: two texts with
 // equal keys have equal pg_query fingerprints (TestTextKeyImpliesFingerprint).
-// It reads the text as pg_query does (standard_conforming_strings on), and
+// It reads the text with the one SQL scanner (internal/sqlscan) as
+// pg_query does (standard_conforming_strings on), and
 // wherever it is not sure — a prefixed string (E'…', B'…', U&'…'), a
 // dollar quote, a number glued to a name, something unterminated, a literal
 // not in UTF-8 — it reports false and the caller keys the raw text instead
 // (a split key only costs another fingerprint; a merged one would count a
 // run against another shape). No allocation.
 func textKey(h *maphash.Hash, sql []byte) bool {
-	start := 0 // sql[start:i] is waiting to be written as it is
-	mark := func(i, end int, m byte) {
-		h.Write(sql[start:i])
+	// The scanner reads strings; the relay's buffer is not changed while
+	// it does, and nothing keeps the string.
+	src := unsafe.String(unsafe.SliceData(sql), len(sql))
+	start := 0 // sql[start:] up to the next marker is written as it is
+	mark := func(t sqlscan.Token, m byte) {
+		h.Write(sql[start:t.Start])
 		h.WriteByte(0) // a marker: no statement text holds a NUL
 		h.WriteByte(m)
-		start = end
+		start = t.End
 	}
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		switch {
-		case c == '\'':
-			if i > 0 && (identByte(sql[i-1]) || sql[i-1] == '&') {
-				return false // E'…', B'…', X'…', N'…', U&'…' or a name glued to it
+	sc := sqlscan.NewScanner(src, sqlscan.Options{})
+	for t := sc.Next(); t.Kind != sqlscan.EOF; t = sc.Next() {
+		if t.Unterminated {
+			return false
+		}
+		switch t.Kind {
+		case sqlscan.LineComment, sqlscan.BlockComment:
+			mark(t, 'c')
+		case sqlscan.String:
+			if sql[t.Start] != '\'' || !utf8.ValidString(src[t.Start:t.End]) {
+				return false // E'…', B'…', X'…', U&'…'; or another encoding
 			}
-			end, ok := quoted(sql, i, '\'')
-			if !ok || !utf8.Valid(sql[i:end]) {
-				return false
-			}
-			mark(i, end, 's')
-			i = end
-		case c == '"':
-			if i > 0 && sql[i-1] == '&' {
+			mark(t, 's')
+		case sqlscan.DollarString:
+			return false
+		case sqlscan.QuotedIdent:
+			if sql[t.Start] != '"' {
 				return false // U&"…", whose UESCAPE string decides the name
 			}
-			end, ok := quoted(sql, i, '"')
-			if !ok {
-				return false
+		case sqlscan.Number:
+			if t.Start > 0 && (identByte(sql[t.Start-1]) || sql[t.Start-1] == '.') || sql[t.Start] == '.' {
+				continue // t.1, .5: kept as they are
 			}
-			i = end // a name: kept as it is
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			end := i + 2
-			for end < len(sql) && sql[end] != '\n' && sql[end] != '\r' {
-				end++
+			if end, ok := number(sql, t.Start); !ok || end != t.End {
+				return false // 0x1F, 123abc, 1__0: what the server reads otherwise
 			}
-			mark(i, end, 'c')
-			i = end
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			end, ok := blockComment(sql, i)
-			if !ok {
-				return false
+			if !sizeOfType(sql, t.Start) {
+				mark(t, 'n') // float(24) and int[3] are types, not values
 			}
-			mark(i, end, 'c')
-			i = end
-		case c == '$':
-			if i > 0 && identByte(sql[i-1]) {
-				i++ // inside a name (a$b)
-				continue
-			}
-			if i+1 < len(sql) && isDigit(sql[i+1]) {
-				i += 2 // a parameter, $1: kept, digits and all
-				for i < len(sql) && isDigit(sql[i]) {
-					i++
-				}
-				continue
-			}
-			return false // a dollar quote
-		case isDigit(c) && (i == 0 || !identByte(sql[i-1]) && sql[i-1] != '.'):
-			end, ok := number(sql, i)
-			if !ok {
-				return false
-			}
-			if sizeOfType(sql, i) {
-				i = end // float(24) and int[3] are types, not values
-				continue
-			}
-			mark(i, end, 'n')
-			i = end
-		default:
-			i++
 		}
 	}
 	h.Write(sql[start:])
 	return true
-}
-
-// quoted is the end of the quoted string or name starting at sql[i] (a
-// doubled quote stands for itself); false when unterminated.
-func quoted(sql []byte, i int, q byte) (int, bool) {
-	for j := i + 1; j < len(sql); j++ {
-		if sql[j] == q {
-			if j+1 < len(sql) && sql[j+1] == q {
-				j++
-				continue
-			}
-			return j + 1, true
-		}
-	}
-	return 0, false
-}
-
-// blockComment is the end of the /* … */ comment starting at sql[i];
-// they nest, as in Postgres.
-func blockComment(sql []byte, i int) (int, bool) {
-	depth := 0
-	for j := i; j+1 < len(sql); {
-		switch {
-		case sql[j] == '/' && sql[j+1] == '*':
-			depth++
-			j += 2
-		case sql[j] == '*' && sql[j+1] == '/':
-			depth--
-			j += 2
-			if depth == 0 {
-				return j, true
-			}
-		default:
-			j++
-		}
-	}
-	return 0, false
 }
 
 // number is the end of the numeric constant starting at sql[i]: digits

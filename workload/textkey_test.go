@@ -124,3 +124,13 @@ func TestTextKeyAllocatesNothing(t *testing.T) {
 		t.Errorf("key allocates %v times", n)
 	}
 }
+
+// BenchmarkTextKey is the relay's hash of a pgbench -S statement.
+func BenchmarkTextKey(b *testing.B) {
+	r := newRecent(DefaultRecent, false)
+	sql := []byte("SELECT abalance FROM pgbench_accounts WHERE aid = 48213;")
+	b.ReportAllocs()
+	for b.Loop() {
+		r.key("postgres", "app", sql)
+	}
+}
