@@ -56,6 +56,7 @@ type fixture struct {
 	obs     *observer
 	cats    *catalog.Manager
 	proxy   string // address of the default proxy
+	eng     *engine.Engine
 	admin   *pgx.Conn
 
 	asksMu sync.Mutex
@@ -135,7 +136,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("catalog: %v", err)
 	}
 	f := &fixture{cluster: cluster, fake: fake, obs: obs, cats: cats, admin: admin}
-	f.proxy = f.startProxy(t, f.engine(t, engineOpts{host: hs.URL}))
+	f.eng = f.engine(t, engineOpts{host: hs.URL})
+	f.proxy = f.startProxy(t, f.eng)
 	return f
 }
 
@@ -177,8 +179,16 @@ func (f *fixture) engine(t *testing.T, o engineOpts) *engine.Engine {
 // package report); the TLS legs are covered by the integration package.
 func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
+	return f.startProxyRelay(t, eng, false)
+}
+
+// startProxyRelay is startProxy on the goroutine relay when goroutines is
+// set (on Linux the event loop carries plaintext sessions by default).
+func (f *fixture) startProxyRelay(t *testing.T, eng *engine.Engine, goroutines bool) string {
+	t.Helper()
 	srv := &proxy.Server{
-		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		GoroutineRelay: goroutines,
+		Upstreams:      []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		// Every ask sends its progress NOTICEs at once, so that every client
 		// of the matrix (JDBC's warning chain, psycopg's notices list, the
 		// extended protocol) gets them before its answer.
