@@ -494,6 +494,6 @@ func (c *Collector) Stats() Stats {
 // WorkloadTotals is Stats for the metrics (metrics.WorkloadSource).
 func (c *Collector) WorkloadTotals() metrics.WorkloadTotals {
 	s := c.Stats()
-	return metrics.WorkloadTotals{Captured: s.Captured, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt,
+	return metrics.WorkloadTotals{Captured: s.Captured, Repeats: s.Repeats, Dropped: s.Dropped, Denied: s.Denied, Unparsable: s.Unparsable, Skipped: s.Skipped, Learnt: s.Learnt,
 		StatReads: s.StatReads, StatFailures: s.StatFailures, Stored: s.Stored}
 }
