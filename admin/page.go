@@ -146,7 +146,7 @@ code,pre{font-family:ui-monospace,monospace;font-size:.8rem;white-space:pre-wrap
 {{end}}</table>{{else}}<p class="muted">No database catalogued yet (a catalog is built on the first question, or on the first readiness probe).</p>{{end}}{{end}}
 
 {{with .Workload}}<h2 id="workload">Workload learnt</h2>
-<p class="workload-stats">statements captured {{.Stats.Captured}} · dropped (queue full) {{.Stats.Dropped}} · denied {{.Stats.Denied}} · unparsable {{.Stats.Unparsable}} · skipped {{.Stats.Skipped}} · learnt {{.Stats.Learnt}} · fingerprints stored {{.Stats.Stored}}</p>
+<p class="workload-stats">statements captured {{.Stats.Captured}} ({{.Stats.Repeats}} repeats counted, not parsed again) · dropped (queue full) {{.Stats.Dropped}} · denied {{.Stats.Denied}} · unparsable {{.Stats.Unparsable}} · skipped {{.Stats.Skipped}} · learnt {{.Stats.Learnt}} · fingerprints stored {{.Stats.Stored}}</p>
 {{range .Databases}}<h3>{{.Database}}: {{.Total}} fingerprints</h3>
 <table><tr><th>fingerprint</th><th>runs</th><th>last seen</th><th>roles</th><th>normalised text</th></tr>
 {{range .Queries}}<tr class="wquery"><td><code>{{.Fingerprint}}</code></td><td>{{.Count}}</td><td>{{ts .LastSeen}}</td><td>{{range $i, $r := .Roles}}{{if $i}}, {{end}}{{$r}}{{end}}</td><td><code>{{.Text}}</code></td></tr>

@@ -17,7 +17,7 @@ import (
 
 // CheckedOf is the guard's description of s; nil for the zero Statement.
 func CheckedOf(s sealed.Statement) *Checked {
-	c, _ := stmt.Checked(s).(*Checked)
+	c, _ := stmt.Checked(s.Body()).(*Checked)
 	return c
 }
 
@@ -51,7 +51,7 @@ func Seal(sql string, opts Options) (sealed.Statement, error) {
 	if !sameTree(c.tree, again) {
 		return sealed.Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
 	}
-	return stmt.New(text, sql, c), nil
+	return sealed.Of(stmt.New(text, sql, c)), nil
 }
 
 // sameTree compares parse trees ignoring token positions.

@@ -33,8 +33,8 @@ type lifecycleStmt struct {
 // EXECUTE name [(…)] and PREPARE name …. DEALLOCATE and EXECUTE count only
 // as the whole text (a Query of several statements is left to the server);
 // PREPARE fails on an ask's name whatever follows it, as on Postgres.
-func parseLifecycle(sql string) lifecycleStmt {
-	l := newLexer(sql)
+func parseLifecycle(sql string, opts sqlscan.Options) lifecycleStmt {
+	l := newLexer(sql, opts)
 	switch strings.ToLower(l.word()) {
 	case "deallocate":
 		return l.deallocate()
@@ -89,10 +89,9 @@ func (l *lexer) execute() lifecycleStmt {
 // deallocateAround need from the one SQL scanner (internal/sqlscan),
 // skipping whitespace and comments as Postgres does. The relay reads every
 // Query with it while asks are in play, so it must be cgo-free: pg_query's
-// scanner cannot serve. It reads the client's bytes as UTF-8 with
-// standard_conforming_strings on (the relay does not tell it the session's
-// settings); a string whose end depends on them (one holding a backslash)
-// is left to the server.
+// scanner cannot serve. It reads the client's bytes in the session's
+// client_encoding and standard_conforming_strings, as the server last
+// reported them (shared.scanOptions).
 type lexer struct {
 	src    string
 	sc     sqlscan.Scanner
@@ -100,8 +99,8 @@ type lexer struct {
 	quoted bool          // the last word was a quoted identifier
 }
 
-func newLexer(sql string) lexer {
-	l := lexer{src: sql, sc: *sqlscan.NewScanner(sql, sqlscan.Options{})}
+func newLexer(sql string, opts sqlscan.Options) lexer {
+	l := lexer{src: sql, sc: *sqlscan.NewScanner(sql, opts)}
 	l.next()
 	return l
 }
@@ -143,13 +142,12 @@ func (l *lexer) ident(w string) string {
 }
 
 // skipParens skips a parenthesised list; false when it cannot tell where
-// the list ends (no closing paren, an unterminated token, a string whose
-// end depends on standard_conforming_strings).
+// the list ends (no closing paren, an unterminated token).
 func (l *lexer) skipParens() bool {
 	for depth := 0; l.tok.Kind != sqlscan.EOF; l.next() {
 		text := l.src[l.tok.Start:l.tok.End]
 		switch {
-		case l.tok.Unterminated, l.tok.Kind == sqlscan.String && strings.Contains(text, `\`):
+		case l.tok.Unterminated:
 			return false
 		case l.tok.Kind != sqlscan.Op:
 		case text == "(":
@@ -215,8 +213,8 @@ func maybeTxPrefix(b []byte, whole bool) bool {
 // splitTxPrefix splits sql into leading transaction-control statements
 // (BEGIN, START TRANSACTION, SAVEPOINT name, RELEASE [SAVEPOINT] name), each
 // ended by ';', and what follows them; prefix is "" when there are none.
-func splitTxPrefix(sql string) (prefix, rest string) {
-	l := newLexer(sql)
+func splitTxPrefix(sql string, opts sqlscan.Options) (prefix, rest string) {
+	l := newLexer(sql, opts)
 	end := 0
 	for l.txControl() {
 		e, ok := l.semicolon()
@@ -266,9 +264,9 @@ func (l *lexer) txControl() bool {
 // control]…", as psqlodbc sends it in a transaction ("SAVEPOINT
 // _per_query_svp_;DEALLOCATE "_PLAN0x…";RELEASE _per_query_svp_"); ok is
 // false for any other text.
-func deallocateAround(sql string) (prefix, name, suffix string, ok bool) {
-	prefix, rest := splitTxPrefix(sql)
-	l := newLexer(rest)
+func deallocateAround(sql string, opts sqlscan.Options) (prefix, name, suffix string, ok bool) {
+	prefix, rest := splitTxPrefix(sql, opts)
+	l := newLexer(rest, opts)
 	if !strings.EqualFold(l.word(), "deallocate") {
 		return "", "", "", false
 	}

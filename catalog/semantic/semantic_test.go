@@ -14,6 +14,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/semantic"
 	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -110,7 +111,7 @@ func TestLinkingRecall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "shop")
 	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestMetricOverJoin(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "shop")
 	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)

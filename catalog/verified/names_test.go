@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestNamesAgainstCatalog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "shop")
 	alice, bob := pgtest.UniqueName(t, "alice"), pgtest.UniqueName(t, "bob")
 	if err := c.CreateDatabase(ctx, db); err != nil {

@@ -5,18 +5,20 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/nlproxy/nlproxy/catalog"
-	"github.com/nlproxy/nlproxy/catalog/memory"
-	"github.com/nlproxy/nlproxy/catalog/store"
-	"github.com/nlproxy/nlproxy/catalog/verified"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
-	"github.com/nlproxy/nlproxy/workload"
-	"gopkg.in/yaml.v3"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/catalog/store"
+	"github.com/nlproxy/nlproxy/catalog/verified"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/workload"
+	"gopkg.in/yaml.v3"
 )
 
 // TestVerifiedCLI: add writes an entry the file then lists, a bad entry
@@ -68,7 +70,7 @@ func TestVerifiedCLIStore(t *testing.T) {
 	t.Setenv("NLPROXY_CATALOG_STORE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	storeDB := pgtest.UniqueName(t, "store")
 	if err := c.CreateDatabase(ctx, storeDB); err != nil {
 		t.Fatal(err)
@@ -124,7 +126,7 @@ func TestVerifiedSuggestCLI(t *testing.T) {
 	t.Setenv("NLPROXY_CATALOG_STORE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	storeDB, db := pgtest.UniqueName(t, "store"), pgtest.UniqueName(t, "shop")
 	alice, bob := pgtest.UniqueName(t, "alice"), pgtest.UniqueName(t, "bob")
 	for _, d := range []string{storeDB, db} {

@@ -23,6 +23,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -51,7 +52,7 @@ INSERT INTO scratch (note) VALUES ('first'), ('second');
 // Ollama (served through an observer that sees cancelled requests) and the
 // default proxy. Subtests share it and script the fake per question.
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	fake    *fakeollama.Server
 	obs     *observer
 	cats    *catalog.Manager
@@ -102,7 +103,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	// The asking role owns the data: it is loaded over TCP with its own
 	// SCRAM login, as an application would.
 	pgtest.OwnedSampleDB(ctx, t, cluster, askUser, askPass, db)
@@ -236,10 +237,7 @@ func keywordsReply(keywords []string, entities []string) string {
 	return fmt.Sprintf(`{"keywords": %s, "entities": %s}`, q(keywords), q(entities))
 }
 
-// client is a pgx connection through a proxy that keeps the notices it gets.
-type client = clienttest.NoticeConn
-
-func (f *fixture) connect(t *testing.T, addr string) *client {
+func (f *fixture) connect(t *testing.T, addr string) *clienttest.NoticeConn {
 	t.Helper()
 	return clienttest.ConnectNotices(t, fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", askUser, askPass, addr, db))
 }
@@ -284,7 +282,7 @@ func pgCode(err error) string {
 }
 
 // assertUsable checks the session still answers plain SQL.
-func assertUsable(ctx context.Context, t *testing.T, c *client) {
+func assertUsable(ctx context.Context, t *testing.T, c *clienttest.NoticeConn) {
 	t.Helper()
 	got, err := queryText(ctx, c.Conn, "SELECT 40 + 2", pgx.QueryExecModeSimpleProtocol)
 	if err != nil || got != "42" {

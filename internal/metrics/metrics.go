@@ -271,11 +271,12 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 
 // WorkloadTotals is workload learning's running totals (--learn-workload).
 type WorkloadTotals struct {
-	// Captured statements were queued for learning; Dropped were not, the
-	// queue being full. Denied, Unparsable and Skipped were queued but not
-	// learnt from (deny pattern; pg_query could not parse them; not a
-	// SELECT). Learnt were added to a profile.
-	Captured, Dropped, Denied, Unparsable, Skipped, Learnt uint64
+	// Captured statements were taken for learning: queued, or, as Repeats
+	// of a recently seen text, counted without a copy or a parse. Dropped
+	// were not, the queue being full. Denied, Unparsable and Skipped were
+	// queued but not learnt from (deny pattern; pg_query could not parse
+	// them; not a SELECT). Learnt were added to a profile.
+	Captured, Repeats, Dropped, Denied, Unparsable, Skipped, Learnt uint64
 	// StatReads and StatFailures count reads of pg_stat_statements that
 	// succeeded and failed (extension missing or not readable).
 	StatReads, StatFailures uint64
@@ -298,7 +299,7 @@ func (m *Metrics) WatchWorkload(src WorkloadSource) {
 
 var (
 	descWorkloadStatements = prometheus.NewDesc(ns+"_workload_statements_total",
-		"Relayed statements seen by workload learning, by outcome: captured (queued), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.", []string{"outcome"}, nil)
+		"Relayed statements seen by workload learning, by outcome: captured (queued or counted), repeat (of the captured: counted as a recently seen text, not parsed again), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.", []string{"outcome"}, nil)
 	descWorkloadStatReads = prometheus.NewDesc(ns+"_workload_stat_statements_reads_total",
 		"Reads of pg_stat_statements by workload learning (--workload-stat-statements), by outcome: ok, failed (extension missing or not readable).", []string{"outcome"}, nil)
 	descWorkloadStored = prometheus.NewDesc(ns+"_workload_fingerprints",
@@ -318,7 +319,7 @@ func (c *workloadCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, o := range []struct {
 		name string
 		n    uint64
-	}{{"captured", t.Captured}, {"dropped", t.Dropped}, {"denied", t.Denied}, {"unparsable", t.Unparsable}, {"skipped", t.Skipped}, {"learnt", t.Learnt}} {
+	}{{"captured", t.Captured}, {"repeat", t.Repeats}, {"dropped", t.Dropped}, {"denied", t.Denied}, {"unparsable", t.Unparsable}, {"skipped", t.Skipped}, {"learnt", t.Learnt}} {
 		ch <- prometheus.MustNewConstMetric(descWorkloadStatements, prometheus.CounterValue, float64(o.n), o.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descWorkloadStatReads, prometheus.CounterValue, float64(t.StatReads), "ok")

@@ -96,14 +96,15 @@ func TestWorkloadMetrics(t *testing.T) {
 	var off *Metrics
 	off.WatchWorkload(fixedWorkload{})
 	m := New()
-	m.WatchWorkload(fixedWorkload{Captured: 10, Dropped: 3, Denied: 1, Unparsable: 2, Skipped: 4, Learnt: 3, Stored: 2})
+	m.WatchWorkload(fixedWorkload{Captured: 10, Repeats: 6, Dropped: 3, Denied: 1, Unparsable: 2, Skipped: 4, Learnt: 3, Stored: 2})
 	want := `
-# HELP nlproxy_workload_statements_total Relayed statements seen by workload learning, by outcome: captured (queued), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.
+# HELP nlproxy_workload_statements_total Relayed statements seen by workload learning, by outcome: captured (queued or counted), repeat (of the captured: counted as a recently seen text, not parsed again), dropped (queue full), denied, unparsable, skipped (not a SELECT), learnt.
 # TYPE nlproxy_workload_statements_total counter
 nlproxy_workload_statements_total{outcome="captured"} 10
 nlproxy_workload_statements_total{outcome="denied"} 1
 nlproxy_workload_statements_total{outcome="dropped"} 3
 nlproxy_workload_statements_total{outcome="learnt"} 3
+nlproxy_workload_statements_total{outcome="repeat"} 6
 nlproxy_workload_statements_total{outcome="skipped"} 4
 nlproxy_workload_statements_total{outcome="unparsable"} 2
 # HELP nlproxy_workload_fingerprints Statement fingerprints held by workload learning, over all databases.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -68,7 +69,7 @@ func TestAgainstServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	cl := pgtest.New(t, pgtest.Options{})
+	cl := pgtest.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	conn, err := pgconn.Connect(ctx, fmt.Sprintf("host=%s port=%d user=%s dbname=postgres", cl.SocketDir, cl.Port, pgtest.Superuser))
