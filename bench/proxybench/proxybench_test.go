@@ -222,12 +222,12 @@ func TestHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bouncer, port, err := startPgbouncer(ctx, "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser)
+	bouncer, port, err := startPgbouncer(ctx, targetPgbouncer, "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bouncer.Stop()
-	if err := waitReady(ctx, bouncer, urlFor(port), 15*time.Second); err != nil {
+	if err := waitReady(ctx, bouncer, urlFor(port, false), 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
@@ -248,7 +248,7 @@ func TestHarness(t *testing.T) {
 		if res.TPS <= 0 || res.LatencyMS <= 0 {
 			t.Errorf("%s pgbench: %+v", ep.name, res)
 		}
-		sr, err := streamQuery(ctx, urlFor(ep.port), streamSQL(rows))
+		sr, err := streamQuery(ctx, urlFor(ep.port, false), streamSQL(rows))
 		if err != nil {
 			t.Fatalf("%s stream: %v", ep.name, err)
 		}
@@ -270,17 +270,17 @@ func TestHarness(t *testing.T) {
 
 	// Per-transaction use of PgBouncer (one process) and pgpool-II (a process
 	// per client), as the benchmark measures it.
-	eps := []endpoint{{targetPgbouncer, "127.0.0.1", port, urlFor(port), bouncer}}
+	eps := []endpoint{{targetPgbouncer, "127.0.0.1", port, urlFor(port, false), bouncer}}
 	if fileExists("/usr/sbin/pgpool") {
 		pool, pport, err := startPgpool(ctx, "/usr/sbin/pgpool", cluster.Host, cluster.Port, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pool.Stop()
-		if err := waitReady(ctx, pool, urlFor(pport), 30*time.Second); err != nil {
+		if err := waitReady(ctx, pool, urlFor(pport, false), 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		eps = append(eps, endpoint{targetPgpool, "127.0.0.1", pport, urlFor(pport), pool})
+		eps = append(eps, endpoint{targetPgpool, "127.0.0.1", pport, urlFor(pport, false), pool})
 	}
 	for _, ep := range eps {
 		o := options{txns: 2000}
@@ -307,7 +307,7 @@ func TestHarness(t *testing.T) {
 	if !bouncer.Exited() {
 		t.Error("pgbouncer still running after Stop")
 	}
-	if _, err := streamQuery(ctx, urlFor(port), "SELECT 1"); err == nil {
+	if _, err := streamQuery(ctx, urlFor(port, false), "SELECT 1"); err == nil {
 		t.Error("connected to a stopped pgbouncer")
 	}
 	if fileExists(bouncer.tmpDir) {
