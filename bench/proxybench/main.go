@@ -288,6 +288,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			wait := 15 * time.Second
 			switch t {
 			case targetDirect:
+				if tls {
+					if err := checkTLS(ctx, key, upstreamURL); err != nil {
+						return err
+					}
+				}
 				eps[key] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, nil}
 				continue
 			case targetPgbouncer:
@@ -327,6 +332,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ep := endpoint{t, "127.0.0.1", port, urlFor(port, tls), p}
 			if err := waitReady(ctx, p, ep.url, wait); err != nil {
 				return err
+			}
+			if tls {
+				if err := checkTLS(ctx, key, ep.url); err != nil {
+					return err
+				}
 			}
 			eps[key] = ep
 			// The memory check follows the plaintext nlproxy when there is one.

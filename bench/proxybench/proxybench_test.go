@@ -314,3 +314,58 @@ func TestHarness(t *testing.T) {
 		t.Errorf("pgbouncer dir %s left behind", bouncer.tmpDir)
 	}
 }
+
+// TestHarnessTLS runs PgBouncer with TLS on both sides in front of a TLS
+// Postgres, as -tls does, and checks that checkTLS tells a TLS session from
+// a plaintext one.
+func TestHarnessTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Postgres and PgBouncer")
+	}
+	if !fileExists("/usr/sbin/pgbouncer") {
+		t.Skip("pgbouncer not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "trust", TLS: true})
+	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	if err := pb.Init(ctx, cluster.Host, cluster.Port, 1); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := writeTLSFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := cluster.URL(pgtest.Superuser, "", "postgres")
+	if err := checkTLS(ctx, "direct", upstreamURLFor(upstream, true)); err != nil {
+		t.Errorf("direct with TLS: %v", err)
+	}
+	for _, tls := range []bool{false, true} {
+		var tc *tlsFiles
+		if tls {
+			tc = certs
+		}
+		bouncer, port, err := startPgbouncer(ctx, epKey(targetPgbouncer, tls), "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bouncer.Stop()
+		if err := waitReady(ctx, bouncer, urlFor(port, tls), 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		err = checkTLS(ctx, bouncer.name, urlFor(port, true))
+		if tls && err != nil {
+			t.Errorf("PgBouncer with TLS: %v", err)
+		}
+		if !tls && err == nil {
+			t.Error("checkTLS accepted a PgBouncer without TLS")
+		}
+		res, _, err := pb.Run(ctx, "127.0.0.1", port, Config{Clients: 2, Threads: 1, Mode: "prepared", TLS: tls}, 0, 200)
+		if err != nil || res.Txns != 200 {
+			t.Errorf("pgbench TLS=%v: %+v, %v", tls, res, err)
+		}
+	}
+	if err := checkTLS(ctx, "direct", upstreamURLFor(upstream, false)); err == nil {
+		t.Error("checkTLS accepted sslmode=disable")
+	}
+}

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -106,4 +112,34 @@ func nlproxyTLSArgs(f *tlsFiles) []string {
 		return nil
 	}
 	return []string{"--tls-cert", f.cert, "--tls-key", f.key, "--require-tls"}
+}
+
+// errNotTLS means a TLS target's connection to Postgres was plaintext.
+var errNotTLS = errors.New("the server session is not TLS")
+
+// checkTLS proves a TLS endpoint is TLS on both sides: the connection to it
+// uses sslmode=require (refused if it does not offer TLS), and the server
+// session behind it, in pg_stat_ssl, is encrypted.
+func checkTLS(ctx context.Context, name, rawURL string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.Connect(cctx, rawURL)
+	if err != nil {
+		return fmt.Errorf("%s: TLS connection: %w", name, err)
+	}
+	defer conn.Close(cctx)
+	if conn.Conn() == nil {
+		return fmt.Errorf("%s: no connection", name)
+	}
+	if _, ok := conn.Conn().(interface{ ConnectionState() tls.ConnectionState }); !ok {
+		return fmt.Errorf("%s: the client connection is not TLS", name)
+	}
+	rs, err := conn.Exec(cctx, "SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_catalog.pg_backend_pid()").ReadAll()
+	if err != nil {
+		return fmt.Errorf("%s: pg_stat_ssl: %w", name, err)
+	}
+	if len(rs) != 1 || len(rs[0].Rows) != 1 || string(rs[0].Rows[0][0]) != "t" {
+		return fmt.Errorf("%s: %w", name, errNotTLS)
+	}
+	return nil
 }
