@@ -294,7 +294,9 @@ func hostInfo(ctx context.Context, c *pgtest.Cluster, o options) string {
 		}
 	}
 	if containsTarget(o.targets, targetPgdog) {
-		parts = append(parts, "pgdog "+filepath.Base(o.pgdog))
+		if out, err := exec.CommandContext(ctx, o.pgdog, "--version").Output(); err == nil {
+			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
+		}
 	}
 	if o.tls != "off" {
 		parts = append(parts, "TLS "+o.tls+" (sslmode=require to each target and from each target to Postgres)")
