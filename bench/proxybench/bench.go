@@ -25,6 +25,20 @@ func rotate(xs []string, k int) []string {
 	return append(append([]string(nil), xs[k:]...), xs[:k]...)
 }
 
+// warmupConfig is the warm-up's pgbench config: as many clients as the
+// largest config, so a pooler's server connections (and their TLS
+// handshakes) are open before anything is measured, not inside the first
+// run that needs them.
+func warmupConfig(configs []Config, tls bool) Config {
+	c := Config{Clients: 4, Threads: 1, Mode: "simple", TLS: tls}
+	for _, x := range configs {
+		if x.Clients > c.Clients {
+			c.Clients, c.Threads = x.Clients, min(x.Clients, 2)
+		}
+	}
+	return c
+}
+
 // runPgbench measures every config, interleaving targets within each config so
 // machine drift hits all of them alike. A failed run is recorded, not fatal, so
 // one broken target still leaves a report.
@@ -37,7 +51,7 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 					continue
 				}
 				logf("warm-up %s (%ds)", epKey(t, tls), o.warmup)
-				if _, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 4, Threads: 1, Mode: "simple", TLS: tls}, time.Duration(o.warmup)*time.Second, 0); err != nil {
+				if _, _, err := pb.Run(ctx, ep.host, ep.port, warmupConfig(o.configs, tls), time.Duration(o.warmup)*time.Second, 0); err != nil {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
@@ -66,7 +80,7 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 				}
 				st := cr.Targets[t]
 				if err != nil {
-					logf("%-26s %-14s ERROR %s", c.Name(), t, firstLine(err.Error()))
+					logf("%-26s %-14s ERROR %s", c.Name(), t, strings.ReplaceAll(tailString(err.Error(), 600), "\n", " | "))
 					st.Errors = append(st.Errors, err.Error())
 					continue
 				}

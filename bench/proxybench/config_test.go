@@ -210,3 +210,19 @@ func TestReportPeers(t *testing.T) {
 		t.Errorf("a skipped target shows as an error:\n%s", out)
 	}
 }
+
+func TestWarmupConfig(t *testing.T) {
+	for _, tc := range []struct {
+		configs []Config
+		tls     bool
+		want    Config
+	}{
+		{nil, false, Config{Clients: 4, Threads: 1, Mode: "simple"}},
+		{[]Config{{Clients: 1}, {Clients: 32, Threads: 2}, {Clients: 8}}, true, Config{Clients: 32, Threads: 2, Mode: "simple", TLS: true}},
+		{[]Config{{Clients: 1}}, false, Config{Clients: 4, Threads: 1, Mode: "simple"}},
+	} {
+		if got := warmupConfig(tc.configs, tc.tls); got != tc.want {
+			t.Errorf("warmupConfig(%v, %v) = %+v, want %+v", tc.configs, tc.tls, got, tc.want)
+		}
+	}
+}
