@@ -13,6 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -345,7 +346,7 @@ func TestIntrospectEwallet(t *testing.T) {
 	path := filepath.Join(sqlEvalDir(), "databases", "ewallet", "ewallet.sql")
 	ddl, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("sql-eval ewallet database not found at %s (set NLPROXY_SQLEVAL_DIR)", path)
+		needs.Missing(t, "sql-eval ewallet database not found at %s (set NLPROXY_SQLEVAL_DIR)", path)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -80,7 +80,7 @@ func (e *Engine) candidates(ctx context.Context, a *ask) (*Result, error) {
 		if fatal != nil {
 			return nil, fatal
 		}
-		return nil, noUsableSQL(a.profile.FixRounds, cands)
+		return nil, noUsableSQL(a.profile.FixRounds, cands, a.req.ShowAttempt)
 	}
 	return e.choose(ctx, a, cands)
 }
@@ -176,7 +176,7 @@ func (e *Engine) choose(ctx context.Context, a *ask, cands []*Candidate) (*Resul
 	st.Note = fmt.Sprintf("%d candidates, %d usable, %d clusters %s; chose %s (confidence %s)",
 		len(cands), usable, len(clusters), clusterSizes(clusters), chosen.Generator, FormatConfidence(conf))
 	if conf >= 0 && conf < a.profile.AbstainBelow {
-		return nil, abstainDisagreement(conf, chosen, res.Alternatives)
+		return nil, abstainDisagreement(conf, chosen, res.Alternatives, a.req.ShowAttempt)
 	}
 	if conf < 0 || conf >= a.profile.AlternativesBelow {
 		res.Alternatives = nil
@@ -244,7 +244,7 @@ func anyUnanswerable(cs []*Candidate) bool {
 }
 
 // noUsableSQL is the error when every candidate failed.
-func noUsableSQL(rounds int, cands []*Candidate) error {
+func noUsableSQL(rounds int, cands []*Candidate, showAttempt string) error {
 	last := "was not produced"
 	guardOnly, deniedOnly, tooMuch := len(cands) > 0, len(cands) > 0, len(cands) > 0
 	for _, c := range cands {
@@ -261,7 +261,10 @@ func noUsableSQL(rounds int, cands []*Candidate) error {
 			deniedOnly = false
 		}
 	}
-	code, hint := pg.CodeNoUsableSQL, "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."
+	code, hint := pg.CodeNoUsableSQL, "Rephrase the question, or name the tables or columns you mean."
+	if showAttempt != "" {
+		hint = "Rephrase the question, name the tables or columns you mean, or use " + showAttempt + " to see the attempt."
+	}
 	switch {
 	case tooMuch:
 		code = pg.CodeProgramLimitExceeded
@@ -300,7 +303,7 @@ func abstainUnanswerable(cands []*Candidate) error {
 		Hint: "Ask about what the tables hold (SELECT * FROM information_schema.tables shows them), or name the table or column you mean."}
 }
 
-func abstainDisagreement(conf float64, chosen *Candidate, alts []*Candidate) error {
+func abstainDisagreement(conf float64, chosen *Candidate, alts []*Candidate, showAttempt string) error {
 	var b strings.Builder
 	b.WriteString("Readings considered:")
 	for i, c := range append([]*Candidate{chosen}, alts...) {
@@ -308,7 +311,16 @@ func abstainDisagreement(conf float64, chosen *Candidate, alts []*Candidate) err
 	}
 	return &pg.Error{Code: pg.CodeAbstained, Message: fmt.Sprintf("nlproxy: the question has several readings and none is clearly right (confidence %.2f)", conf),
 		Detail: b.String(),
-		Hint:   "Say which reading you mean: name the columns to return, the filters and the time range; or run one of the readings with ask-sql:."}
+		Hint:   "Say which reading you mean: name the columns to return, the filters and the time range" + runReading(showAttempt)}
+}
+
+// runReading ends the disagreement hint with how this client runs one
+// reading, where it has a way.
+func runReading(showAttempt string) string {
+	if showAttempt == "" {
+		return "."
+	}
+	return "; or run one of the readings with " + showAttempt + "."
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

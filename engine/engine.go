@@ -132,6 +132,10 @@ type Request struct {
 	// Progress, when set, is told each stage as it begins ("generating
 	// candidate 2/3"), from the ask's goroutines.
 	Progress func(stage string)
+	// ShowAttempt names how this client sees a failed ask's attempt and
+	// readings ("ask-sql:" on the wire, the ask_sql tool over MCP), for
+	// the hints; "" when it is already looking at them, or has no way.
+	ShowAttempt string
 }
 
 // progress reports a stage boundary of the ask.

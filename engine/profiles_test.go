@@ -397,9 +397,22 @@ func TestNoUsableSQLCode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ee *pg.Error
-			if err := noUsableSQL(2, tc.cands); !errors.As(err, &ee) || ee.Code != tc.code || !errors.Is(err, ErrNoUsableSQL) {
+			if err := noUsableSQL(2, tc.cands, "ask-sql:"); !errors.As(err, &ee) || ee.Code != tc.code || !errors.Is(err, ErrNoUsableSQL) {
 				t.Fatalf("err = %v, want %s", err, tc.code)
 			}
 		})
+	}
+	// The hint names the client's way to see the attempt, and none where
+	// the client has none (MCP) or is already looking at it (ask-sql:).
+	for _, form := range []string{"ask-sql:", ""} {
+		var ee *pg.Error
+		_ = errors.As(noUsableSQL(2, []*Candidate{broken}, form), &ee)
+		var de *pg.Error
+		_ = errors.As(abstainDisagreement(0.4, broken, []*Candidate{denied}, form), &de)
+		for _, h := range []string{ee.Hint, de.Hint} {
+			if named := strings.Contains(h, "ask-sql"); named != (form != "") {
+				t.Errorf("form %q: hint %q", form, h)
+			}
+		}
 	}
 }

@@ -145,7 +145,57 @@ func checkSizedCall(parts []string, fc *pg_query.FuncCall, limit int64) error {
 	if math.IsNaN(size) || size > float64(limit) {
 		return limitError(fmt.Sprintf("%s asked for %.0f, over the limit of %d", name, size, limit))
 	}
+	// repeat multiplies what its input yields: sized calls inside that
+	// input compose, or repeat(repeat('x', 1000000), 200) would ask for
+	// 200 MB while each call alone is within the limit.
+	if name == "repeat" && len(args) > 0 {
+		if in := nestedSize(args[0].ProtoReflect()); in > 1 && size*in > float64(limit) {
+			return limitError(fmt.Sprintf("repeat of a sized input asked for %.0f, over the limit of %d", size*in, limit))
+		}
+	}
 	return nil
+}
+
+// nestedSize is the sum of what the sized calls within m ask for (their
+// size argument, composed through repeat), or 1 when there are none. Calls
+// whose size is not a constant are refused on their own visit.
+func nestedSize(m protoreflect.Message) float64 {
+	sum := 0.0
+	var visit func(m protoreflect.Message) error
+	visit = func(m protoreflect.Message) error {
+		if fc, ok := m.Interface().(*pg_query.FuncCall); ok {
+			if s, ok := sizedCallSize(fc); ok {
+				sum += s
+				return nil
+			}
+		}
+		return eachChild(m, visit)
+	}
+	_ = visit(m)
+	return max(sum, 1)
+}
+
+// sizedCallSize is what one sized call asks for, composed with the sized
+// calls in repeat's input; false when fc is no sized call with constants.
+func sizedCallSize(fc *pg_query.FuncCall) (float64, bool) {
+	parts := stringList(fc.GetFuncname())
+	if len(parts) == 0 || (len(parts) > 1 && !strings.EqualFold(parts[len(parts)-2], "pg_catalog")) {
+		return 0, false
+	}
+	name := strings.ToLower(parts[len(parts)-1])
+	pos, ok := sizedArgs[name]
+	args := fc.GetArgs()
+	if !ok || name == "generate_series" || pos[0] >= len(args) {
+		return 0, false
+	}
+	v, ok := constNumber(args[pos[0]])
+	if !ok {
+		return 0, false
+	}
+	if name == "repeat" {
+		v *= nestedSize(args[0].ProtoReflect())
+	}
+	return math.Abs(v), true
 }
 
 // constNumber reads an integer or float constant, negated or cast.

@@ -109,6 +109,9 @@ func TestSealRefusesWhatResolutionShows(t *testing.T) {
 		{"many CTEs", "WITH " + ctes(40) + " SELECT 1", pg.CodeProgramLimitExceeded, "common table expressions"},
 		{"huge repeat", "SELECT pg_catalog.repeat('x', 1000000000)", pg.CodeProgramLimitExceeded, "repeat"},
 		{"repeat sized by data", "SELECT repeat('x', id) FROM orders", pg.CodeProgramLimitExceeded, "constant"},
+		{"nested repeat", "SELECT repeat(repeat('x', 1000000), 200)", pg.CodeProgramLimitExceeded, "sized input"},
+		{"nested repeat through an expression", "SELECT repeat(upper(lpad('x', 1000000) || 'y'), 200)", pg.CodeProgramLimitExceeded, "sized input"},
+		{"nested repeat, qualified", "SELECT pg_catalog.repeat(pg_catalog.repeat('ab', 2000), 2000)", pg.CodeProgramLimitExceeded, "sized input"},
 		{"huge lpad", "SELECT lpad('x', 2000000000)", pg.CodeProgramLimitExceeded, "lpad"},
 		{"huge series", "SELECT * FROM generate_series(1, 1e10)", pg.CodeProgramLimitExceeded, "generate_series"},
 	}
@@ -129,6 +132,7 @@ func TestSealRefusesWhatResolutionShows(t *testing.T) {
 	for _, sql := range []string{
 		"SELECT o.id, o.total FROM orders o",
 		"SELECT repeat('-', 20), lpad('7', 3, '0')",
+		"SELECT repeat(repeat('ab', 100), 100)",
 		"SELECT * FROM generate_series(1, 1000)",
 		"SELECT generate_series(o.a, o.b) FROM orders o",
 		"SELECT (o).id FROM orders o",

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -430,7 +431,7 @@ func testJDBC(ctx context.Context, t *testing.T, nt namedTarget) {
 	javac := clienttest.RequireBinary(t, "javac")
 	const jar = "/usr/share/java/postgresql.jar"
 	if _, err := os.Stat(jar); err != nil {
-		t.Skipf("pgjdbc jar missing: %v", err)
+		needs.Missing(t, "pgjdbc jar missing: %v", err)
 	}
 	classes := t.TempDir()
 	src, err := filepath.Abs("testdata/Client.java")
@@ -465,7 +466,7 @@ func pythonBin(t *testing.T) string {
 func requirePythonModule(ctx context.Context, t *testing.T, py, module string) {
 	t.Helper()
 	if out, err := exec.CommandContext(ctx, py, "-c", "import "+module).CombinedOutput(); err != nil {
-		t.Skipf("python module %s not installed: %v\n%s", module, err, out)
+		needs.Missing(t, "python module %s not installed: %v\n%s", module, err, out)
 	}
 }
 

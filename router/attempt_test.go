@@ -11,11 +11,11 @@ import (
 )
 
 // A failed ask-sql: answers with its row, not an ERROR: the columns of a
-// success, the last attempt as sql, the trace, and the error column; the
-// hint no longer sends the user to ask-sql:, which is what they ran.
+// success, the last attempt as sql, the trace, and the error column with
+// the detail and hint on lines of their own.
 func TestShowAttempt(t *testing.T) {
 	pe := &pg.Error{Code: pg.CodeNoUsableSQL, Message: "nlproxy: no usable SQL", Detail: "the last attempt failed",
-		Hint: "Rephrase the question, name the tables or columns you mean, or use ask-sql: to see the attempt."}
+		Hint: "Rephrase the question, or name the tables or columns you mean."}
 	f := &engine.Failed{Trace: &engine.Trace{}, Profile: "fast", Candidates: []*engine.Candidate{
 		{Generator: "direct", SQL: "SELECT 1"}, {Generator: "cot", SQL: "SELECT\n  nme FROM t"}, {Generator: "empty"}}}
 	row := failedRow(f, pe, time.Now())
@@ -27,7 +27,7 @@ func TestShowAttempt(t *testing.T) {
 		got[c] = row[i]
 	}
 	want := map[string]string{"sql": "SELECT\n  nme FROM t", "llm_calls": "0", "cached": "false", "profile": "fast", "trace": "[]",
-		"error": pg.CodeNoUsableSQL + ": nlproxy: no usable SQL\nDETAIL: the last attempt failed\nHINT: Rephrase the question, name the tables or columns you mean."}
+		"error": pg.CodeNoUsableSQL + ": nlproxy: no usable SQL\nDETAIL: the last attempt failed\nHINT: Rephrase the question, or name the tables or columns you mean."}
 	for c, w := range want {
 		if got[c] == nil || *got[c] != w {
 			t.Errorf("%s = %v, want %q", c, got[c], w)

@@ -130,15 +130,22 @@ func (t Translator) translateOne(ctx context.Context, req proxy.TranslateRequest
 		profile = ""
 	}
 	start := time.Now()
+	// ask-sql: shows the attempt itself; the other forms point to it. (Over
+	// MCP the engine's hints name no form: a failed ask_sql shows none.)
+	showAttempt := "ask-sql:"
+	if req.Marker.Kind == proxy.MarkerAskSQL {
+		showAttempt = ""
+	}
 	res, err := t.Engine.Translate(ctx, engine.Request{
-		Question: req.Marker.Question,
-		Database: req.Database,
-		User:     req.User,
-		TxStatus: pg.TxStatus(req.TxStatus),
-		Exec:     req.Exec,
-		Profile:  profile,
-		History:  req.Conversation,
-		Progress: t.progress(req, start),
+		Question:    req.Marker.Question,
+		Database:    req.Database,
+		User:        req.User,
+		TxStatus:    pg.TxStatus(req.TxStatus),
+		Exec:        req.Exec,
+		Profile:     profile,
+		History:     req.Conversation,
+		Progress:    t.progress(req, start),
+		ShowAttempt: showAttempt,
 	})
 	if err != nil {
 		// What the failed ask did (stages, model calls, candidates) still
@@ -218,15 +225,14 @@ func failedRow(f *engine.Failed, pe *pg.Error, start time.Time) []*string {
 }
 
 // errorText is the error column: "SQLSTATE: message", then the detail and
-// the hint on lines of their own as psql shows them. The hint no longer
-// sends the user to ask-sql:, which is what they ran.
+// the hint on lines of their own as psql shows them.
 func errorText(pe *pg.Error) string {
 	s := pe.Code + ": " + pe.Message
 	if pe.Detail != "" {
 		s += "\nDETAIL: " + pe.Detail
 	}
-	if h := strings.Replace(pe.Hint, ", or use ask-sql: to see the attempt", "", 1); h != "" {
-		s += "\nHINT: " + h
+	if pe.Hint != "" {
+		s += "\nHINT: " + pe.Hint
 	}
 	return s
 }

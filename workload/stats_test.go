@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 )
@@ -27,7 +28,7 @@ func statStatementsCluster(t *testing.T) *pgtest.Cluster {
 	}
 	// bin is …/lib/postgresql/15/bin; the module is in …/15/lib.
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
-		t.Skipf("pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
+		needs.Missing(t, "pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
 	}
 	pg := pgtest.New(t, pgtest.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
 	if err := pg.Exec(context.Background(), "postgres", `CREATE EXTENSION pg_stat_statements`); err != nil {

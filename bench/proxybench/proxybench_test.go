@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -212,7 +213,7 @@ func TestHarness(t *testing.T) {
 		t.Skip("starts Postgres and PgBouncer")
 	}
 	if !fileExists("/usr/sbin/pgbouncer") {
-		t.Skip("pgbouncer not installed")
+		needs.Missing(t, "pgbouncer not installed")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 )
@@ -47,7 +48,7 @@ func newAttackFixture(t *testing.T) *attackFixture {
 		t.Skipf("no PostgreSQL server binaries: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
-		t.Skipf("pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
+		needs.Missing(t, "pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
 	}
 	c := pgtest.New(t, pgtest.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
 	ctx := context.Background()

@@ -23,6 +23,7 @@ import (
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -248,7 +249,7 @@ func TestAskAll(t *testing.T) {
 		javac, java := clienttest.RequireBinary(t, "javac"), clienttest.RequireBinary(t, "java")
 		const jar = "/usr/share/java/postgresql.jar"
 		if _, err := os.Stat(jar); err != nil {
-			t.Skipf("pgjdbc jar missing: %v", err)
+			needs.Missing(t, "pgjdbc jar missing: %v", err)
 		}
 		const listGoal = "List the ids and notes of EU shop orders"
 		const listSQL = "SELECT id, note FROM orders ORDER BY id"

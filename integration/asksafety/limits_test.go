@@ -54,15 +54,15 @@ func heapInUse() uint64 {
 }
 
 // TestMemoryBounded: an endless model answer and a 200 MB row in a trial run
-// (two nested repeat() calls, each within the guard's size bound) end with a
-// clear error, the proxy never holds them, and the session is
-// still usable.
+// (one repeat() call, under a guard size bound raised for this test: the
+// default refuses it before it runs) end with a clear error, the proxy
+// never holds them, and the session is still usable.
 func TestMemoryBounded(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	// The limit under test is bytes, not time: a trial timeout that a loaded
 	// machine could reach first would turn 54000 into a fix round.
-	eng := f.engine(t, guard.Options{})
+	eng := f.engine(t, guard.Options{Bounds: guard.Bounds{MaxSizedArg: 256 << 20}})
 	eng.TrialTimeout = 2 * time.Minute
 	_, addr := f.startProxy(t, eng, nil)
 	conn := f.askerConn(t, addr)
@@ -71,7 +71,7 @@ func TestMemoryBounded(t *testing.T) {
 		// Never the same text twice: the client's repetition check does not
 		// end it, so the answer-size cap must.
 		fakeollama.Rule{Name: "endless", PromptContains: []string{fakeollama.PromptCandidate, "never stops"}, Reply: "SELECT balance FROM accounts UNION ALL", Fault: fakeollama.FaultEndlessVaried},
-		fakeollama.Rule{Name: "huge", PromptContains: []string{fakeollama.PromptCandidate, "huge row"}, Reply: sqlReply("SELECT repeat(repeat('x', 1000000), 200) AS big")},
+		fakeollama.Rule{Name: "huge", PromptContains: []string{fakeollama.PromptCandidate, "huge row"}, Reply: sqlReply("SELECT repeat('x', 200000000) AS big")},
 	)
 	const budget = 64 << 20 // far below either attack, far above an ask's own needs
 	for _, tc := range []struct {
@@ -166,7 +166,7 @@ func TestErrorsHideInfrastructure(t *testing.T) {
 		return nil, errors.New(`failed to connect to host=10.20.30.40 user=nlproxy_catalog database=` + database + `: password authentication failed for user "nlproxy_catalog"`)
 	}}
 	t.Cleanup(func() { broken.Close() })
-	eng := f.engine(t, guard.Options{})
+	eng := f.engine(t, guard.Options{Bounds: guard.Bounds{MaxSizedArg: 256 << 20}})
 	eng.Catalogs = broken
 	_, addr := f.startProxy(t, eng, nil)
 	conn := f.askerConn(t, addr)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 )
 
 // setting is a way a client session lexes SQL.
@@ -282,7 +283,7 @@ func compileJava(ctx context.Context, t *testing.T) string {
 	t.Helper()
 	javac := clienttest.RequireBinary(t, "javac")
 	if _, err := os.Stat(jdbcJar); err != nil {
-		t.Skipf("pgjdbc jar missing: %v", err)
+		needs.Missing(t, "pgjdbc jar missing: %v", err)
 	}
 	classes := t.TempDir()
 	if out, err := exec.CommandContext(ctx, javac, "-encoding", "UTF-8", "-d", classes, "-cp", jdbcJar, "testdata/SafetyClient.java").CombinedOutput(); err != nil {
@@ -298,7 +299,7 @@ func python(ctx context.Context, t *testing.T) string {
 		py = clienttest.RequireBinary(t, "python3")
 	}
 	if out, err := exec.CommandContext(ctx, py, "-c", "import psycopg").CombinedOutput(); err != nil {
-		t.Skipf("python module psycopg not installed: %s", out)
+		needs.Missing(t, "python module psycopg not installed: %s", out)
 	}
 	return py
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 )
 
 // The clients ask variations of one question; every variation gets the
@@ -106,7 +107,7 @@ func testClients(t *testing.T, f *fixture) {
 		javac, java := clienttest.RequireBinary(t, "javac"), clienttest.RequireBinary(t, "java")
 		const jar = "/usr/share/java/postgresql.jar"
 		if _, err := os.Stat(jar); err != nil {
-			t.Skipf("pgjdbc jar missing: %v", err)
+			needs.Missing(t, "pgjdbc jar missing: %v", err)
 		}
 		classes := t.TempDir()
 		if out, err := exec.CommandContext(ctx, javac, "-encoding", "UTF-8", "-d", classes, "-cp", jar, "testdata/AskClient.java").CombinedOutput(); err != nil {
@@ -129,7 +130,7 @@ func testClients(t *testing.T, f *fixture) {
 				py = clienttest.RequireBinary(t, "python3")
 			}
 			if out, err := exec.CommandContext(ctx, py, "-c", "import "+driver).CombinedOutput(); err != nil {
-				t.Skipf("python module %s not installed: %s", driver, out)
+				needs.Missing(t, "python module %s not installed: %s", driver, out)
 			}
 			arg, labels := "psycopg3", []string{"execute", "prepared"}
 			if driver == "psycopg2" {
@@ -170,7 +171,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 		defer cancel()
 		php := clienttest.RequireBinary(t, "php")
 		if out, err := exec.CommandContext(ctx, php, "-r", `exit(in_array("pgsql", PDO::getAvailableDrivers()) ? 0 : 1);`).CombinedOutput(); err != nil {
-			t.Skipf("PHP's PDO pgsql driver not installed (php-pgsql): %v %s", err, out)
+			needs.Missing(t, "PHP's PDO pgsql driver not installed (php-pgsql): %v %s", err, out)
 		}
 		dsn := fmt.Sprintf("pgsql:host=%s;port=%s;dbname=%s;sslmode=disable", host, port, db)
 		out := run(ctx, t, nil, php, "testdata/ask_client.php", dsn, askUser, askPass, clientTopic)
@@ -189,7 +190,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 		defer cancel()
 		ruby := clienttest.RequireBinary(t, "ruby")
 		if out, err := exec.CommandContext(ctx, ruby, "-e", `require "pg"`).CombinedOutput(); err != nil {
-			t.Skipf("Ruby's pg not installed (ruby-pg): %v %s", err, out)
+			needs.Missing(t, "Ruby's pg not installed (ruby-pg): %v %s", err, out)
 		}
 		conninfo := fmt.Sprintf("host=%s port=%s dbname=%s user=%s password=%s sslmode=disable", host, port, db, askUser, askPass)
 		out := run(ctx, t, nil, ruby, "testdata/ask_client.rb", conninfo, clientTopic)
@@ -208,7 +209,7 @@ func testMoreClients(t *testing.T, f *fixture) {
 			py = clienttest.RequireBinary(t, "python3")
 		}
 		if out, err := exec.CommandContext(ctx, py, "-c", "import pyodbc, sys; sys.exit('PostgreSQL Unicode' not in pyodbc.drivers())").CombinedOutput(); err != nil {
-			t.Skipf("pyodbc or psqlodbc's PostgreSQL Unicode driver not installed (python3-pyodbc odbc-postgresql unixodbc): %v %s", err, out)
+			needs.Missing(t, "pyodbc or psqlodbc's PostgreSQL Unicode driver not installed (python3-pyodbc odbc-postgresql unixodbc): %v %s", err, out)
 		}
 		// Only what a connection needs: every other setting is the driver's
 		// default (UseServerSidePrepare=1).

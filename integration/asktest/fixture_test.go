@@ -27,6 +27,7 @@ import (
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -289,7 +290,7 @@ func psql(ctx context.Context, t *testing.T, addr string, args ...string) (strin
 	t.Helper()
 	bin, err := exec.LookPath("psql")
 	if err != nil {
-		t.Skip("psql not installed")
+		needs.Missing(t, "psql not installed")
 	}
 	host, port, _ := net.SplitHostPort(addr)
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-X", "-A", "-t", "-v", "ON_ERROR_STOP=1",

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/engine/askall"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 )
@@ -196,7 +197,7 @@ func TestValueIndexSkipsUserCode(t *testing.T) {
 // pinned read-only transaction, so none of bob's objects is used.
 func TestStatsReaderPinned(t *testing.T) {
 	if !statStatements(t) {
-		t.Skip("pg_stat_statements is not shipped with the server (install postgresql-contrib)")
+		needs.Missing(t, "pg_stat_statements is not shipped with the server (install postgresql-contrib)")
 	}
 	cluster := newCluster(t)
 	w := newWorld(t, cluster)

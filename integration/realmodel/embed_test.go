@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 )
 
 // TestRealEmbedTooLongForContext: text longer than the embedding model's
@@ -19,7 +20,7 @@ import (
 func TestRealEmbedTooLongForContext(t *testing.T) {
 	host, _, embed, _ := env(t)
 	if embed == "" {
-		t.Skip("no real embedding model (NLPROXY_REAL_EMBED_MODEL unset: its import failed)")
+		needs.Missing(t, "no real embedding model (NLPROXY_REAL_EMBED_MODEL unset: its import failed)")
 	}
 	long := strings.Repeat("Mark’s Bistro — café; crème brûlée, ", 120) // far past 512 tokens
 	short := "restaurants in San Francisco"

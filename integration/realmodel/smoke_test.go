@@ -31,6 +31,7 @@ import (
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -63,11 +64,11 @@ func env(t *testing.T) (host, model, embed, logPath string) {
 	t.Helper()
 	host = os.Getenv("NLPROXY_REAL_OLLAMA")
 	if host == "" {
-		t.Skip("no real model server: NLPROXY_REAL_OLLAMA unset (run `eval \"$(scripts/realmodels.sh)\"` first; .ci/run does)")
+		needs.Missing(t, "no real model server: NLPROXY_REAL_OLLAMA unset (run `eval \"$(scripts/realmodels.sh)\"` first; .ci/run does)")
 	}
 	model = os.Getenv("NLPROXY_REAL_MODEL")
 	if model == "" {
-		t.Skip("NLPROXY_REAL_MODEL unset")
+		needs.Missing(t, "NLPROXY_REAL_MODEL unset")
 	}
 	return host, model, os.Getenv("NLPROXY_REAL_EMBED_MODEL"), os.Getenv("NLPROXY_REAL_OLLAMA_LOG")
 }
@@ -569,7 +570,7 @@ func TestRealModelAskSQLAndOptimize(t *testing.T) {
 func TestRealModelEmbeddings(t *testing.T) {
 	_, _, embed, _ := env(t)
 	if embed == "" {
-		t.Skip("no real embedding model (NLPROXY_REAL_EMBED_MODEL unset: its import failed)")
+		needs.Missing(t, "no real embedding model (NLPROXY_REAL_EMBED_MODEL unset: its import failed)")
 	}
 	f := newFixture(t)
 	c := f.connect(t, f.proxyFor(t, f.recURL(t), embed))
@@ -591,7 +592,7 @@ func TestRealModelEmbeddings(t *testing.T) {
 func TestRealModelCancel(t *testing.T) {
 	f := newFixture(t)
 	if f.logPath == "" {
-		t.Skip("NLPROXY_REAL_OLLAMA_LOG unset: the server's log is needed to see it stop")
+		needs.Missing(t, "NLPROXY_REAL_OLLAMA_LOG unset: the server's log is needed to see it stop")
 	}
 	// A budget far beyond the test's hang guards: only the cancel can end it.
 	c := f.connect(t, f.proxyWith(t, f.recURL(t), "", time.Hour))

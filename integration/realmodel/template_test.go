@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 )
 
 // TestRealModelTemplates: the setup's chat model has a chat template that
@@ -18,7 +19,7 @@ func TestRealModelTemplates(t *testing.T) {
 	host, model, _, _ := env(t)
 	base := os.Getenv("NLPROXY_REAL_BASE_MODEL")
 	if base == "" {
-		t.Skip("NLPROXY_REAL_BASE_MODEL unset: the setup imported no template-less model")
+		needs.Missing(t, "NLPROXY_REAL_BASE_MODEL unset: the setup imported no template-less model")
 	}
 	c, err := llm.New(llm.Config{Host: host, NumCtx: numCtx, CallTimeout: 2 * time.Minute, MaxRetries: -1, Logger: zap.NewNop()})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/proxy"
+	"github.com/nlproxy/nlproxy/testkit/needs"
 )
 
 // RequireBinary returns the path of name, or skips the test when it is not installed.
@@ -25,7 +26,7 @@ func RequireBinary(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not installed: %v", name, err)
+		needs.Missing(t, "%s not installed: %v", name, err)
 	}
 	return p
 }
