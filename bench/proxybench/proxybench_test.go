@@ -324,7 +324,7 @@ func TestHarnessTLS(t *testing.T) {
 		t.Skip("starts Postgres and PgBouncer")
 	}
 	if !fileExists("/usr/sbin/pgbouncer") {
-		t.Skip("pgbouncer not installed")
+		needs.Missing(t, "pgbouncer not installed")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
