@@ -32,14 +32,15 @@ vet:
 	@# The relay links no cgo (docs/architecture.md); internal/archtest checks the import arrows.
 	CGO_ENABLED=0 $(GO) build ./proxy/...
 
-# Short fuzz runs: the proxy's framing and startup parsers, the SQL guard
+# Short fuzz runs: the proxy's framing and startup parsers, the SQL scanner
+# against pg_query's, the SQL guard
 # (seed corpora in each package's testdata/fuzz), and the differential check
 # that nothing the guard accepts calls a user's function on a real server, and
 # that the proxy's own connections (catalog, stats reader, perimeter) call none.
 # The proxy's own connections' target starts a server in each fuzz worker
 # and checks a database per input: FUZZTIME_PG gives it the time to get
 # through its seed corpus and on to new inputs.
-FUZZPKGS ?= ./proxy/ ./guard/ ./integration/asksafety/
+FUZZPKGS ?= ./proxy/ ./guard/ ./internal/sqlscan/ ./integration/asksafety/
 FUZZPKGS_PG ?= ./integration/ownconn/
 FUZZTIME_PG ?= 90s
 fuzz:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -16,10 +17,10 @@ import (
 // Small sample database loaded into "sample" (read-only for tests; tests
 // that change DDL create their own database).
 type testEnv struct {
-	c *pgtest.Cluster
+	c *pgcluster.Cluster
 }
 
-func (e *testEnv) cluster(t *testing.T) *pgtest.Cluster {
+func (e *testEnv) cluster(t *testing.T) *pgcluster.Cluster {
 	t.Helper()
 	if e.c == nil {
 		t.Skip("no PostgreSQL server binaries")
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	if errors.Is(err, pgtest.ErrNoPostgres) {
 		fmt.Fprintln(os.Stderr, "skipping Postgres tests:", err)
 		return m.Run()

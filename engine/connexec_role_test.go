@@ -12,6 +12,7 @@ import (
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestConnExecutorAsRole(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	auth := pgtest.UniqueName(t, "auth")
 	alice := pgtest.UniqueName(t, "alice")
 	bob := pgtest.UniqueName(t, "bob")

@@ -866,7 +866,13 @@ func promptDescriptions(hits []descindex.Hit) []prompts.Description {
 		if name == "" {
 			name = strings.Trim(h.Table+"."+h.Column, ".")
 		}
-		out = append(out, prompts.Description{Name: name, Text: h.Text})
+		text := h.Text
+		if h.SQLHint != "" && !strings.Contains(text, h.SQLHint) {
+			// A glossary term's SQL is the team's definition: the model
+			// should write it, not reinvent it.
+			text += " (SQL: " + h.SQLHint + ")"
+		}
+		out = append(out, prompts.Description{Name: name, Text: text})
 	}
 	return out
 }

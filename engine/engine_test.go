@@ -14,13 +14,14 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	fake    *fakeollama.Server
 	cats    *catalog.Manager
 	conn    *pgconn.PgConn
@@ -38,7 +39,7 @@ CREATE FUNCTION bump() RETURNS int LANGUAGE sql AS 'INSERT INTO sales VALUES (10
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	if err := cluster.Exec(ctx, "postgres", storesDDL); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func hintOf(err error) string {
 // keeping the tables the question is about.
 func TestSchemaSelectionWide(t *testing.T) {
 	ctx := context.Background()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	conn, err := cluster.Connect(ctx, "postgres")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { os.Exit(m.Run()) }
 // bounded and leaves the session as it was, idle or in a transaction.
 func TestConnExecutorTrial(t *testing.T) {
 	ctx := context.Background()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	if err := cluster.Exec(ctx, "postgres", `CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 50);
 		-- Allowed functions run under the scope's pinned search_path: their
 		-- bodies name what they use with its schema.
@@ -142,7 +143,7 @@ func TestConnExecutorTrial(t *testing.T) {
 	})
 }
 
-func conn2(t *testing.T, ctx context.Context, c *pgtest.Cluster) catalog.Querier {
+func conn2(t *testing.T, ctx context.Context, c *pgcluster.Cluster) catalog.Querier {
 	t.Helper()
 	conn, err := c.Connect(ctx, "postgres")
 	if err != nil {

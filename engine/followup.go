@@ -23,31 +23,47 @@ func (e *Engine) followUp(ctx context.Context, a *ask) error {
 	}
 	st := a.trace.begin("followup")
 	defer a.trace.end(st)
-	p, err := prompts.Followup(prompts.FollowupParams{Question: a.req.Question, Turns: followupTurns(turns)})
-	if err != nil {
+	q, note, err := Understand(ctx, e.model(a, st, llm.RoleSmall), a.req.Question, turns)
+	st.Note = note
+	if err != nil || q == "" {
 		return err
-	}
-	var out prompts.FollowupResult
-	err = e.model(a, st, llm.RoleSmall).JSON(ctx, p, 0, &out)
-	switch {
-	case errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget):
-		st.Note = "model answer unusable; the question is answered as asked"
-		return nil
-	case err != nil:
-		return err
-	}
-	q := strings.Join(strings.Fields(out.Question), " ")
-	if q == "" || len(q) > 4*len(a.req.Question)+2000 {
-		st.Note = "no usable rewrite; the question is answered as asked"
-		return nil
-	}
-	if q == strings.Join(strings.Fields(a.req.Question), " ") {
-		st.Note = "stands alone"
-		return nil
 	}
 	a.asked, a.standalone, a.req.Question = a.req.Question, q, q
-	st.Note = "understood as: " + q
 	return nil
+}
+
+// JSONModel is the part of Model a follow-up rewrite needs.
+type JSONModel interface {
+	JSON(ctx context.Context, p prompts.Prompt, temperature float64, out any) error
+}
+
+// Understand rewrites question, a follow-up of turns, into a standalone
+// question with one model call: standalone is "" when the question is
+// answered as asked (it stands alone, or the model's answer is unusable),
+// and note says why for the trace. The caller decides whether to ask at
+// all (StandsAlone, an empty history); ask(all) shares it with the
+// single-database pipeline.
+func Understand(ctx context.Context, m JSONModel, question string, turns []conversation.Turn) (standalone, note string, err error) {
+	p, err := prompts.Followup(prompts.FollowupParams{Question: question, Turns: followupTurns(turns)})
+	if err != nil {
+		return "", "", err
+	}
+	var out prompts.FollowupResult
+	err = m.JSON(ctx, p, 0, &out)
+	switch {
+	case errors.Is(err, llm.ErrBadOutput) || errors.Is(err, ErrBudget):
+		return "", "model answer unusable; the question is answered as asked", nil
+	case err != nil:
+		return "", "", err
+	}
+	q := strings.Join(strings.Fields(out.Question), " ")
+	if q == "" || len(q) > 4*len(question)+2000 {
+		return "", "no usable rewrite; the question is answered as asked", nil
+	}
+	if q == strings.Join(strings.Fields(question), " ") {
+		return "", "stands alone", nil
+	}
+	return q, "understood as: " + q, nil
 }
 
 // followupTurns are the turns as the prompt shows them.

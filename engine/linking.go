@@ -497,6 +497,12 @@ func (lx *lexicon) tableScores(q map[string]bool, values []valueindex.Match, des
 				sc[i] += weightGlossary / float64(rank+1)
 			}
 		}
+		// A term over a join points at each of its tables.
+		for _, name := range h.Also {
+			if i, ok := lx.index[name]; ok {
+				sc[i] += 1 / float64(rank+1)
+			}
+		}
 		if h.Table == "" {
 			continue
 		}
@@ -589,6 +595,12 @@ func (lx *lexicon) schemaScores(sc []float64, q map[string]bool, values []valuei
 		}
 	}
 	for rank, h := range descs {
+		for _, name := range h.Also {
+			if i, ok := lx.index[name]; ok {
+				k := lx.tables[i].ns + "\x00d" + name[len(lx.tables[i].ns)+1:]
+				best[k] = max(best[k], 1/float64(rank+1))
+			}
+		}
 		if h.Table == "" || h.Schema == "" {
 			continue
 		}

@@ -556,3 +556,46 @@ func TestSelectSchemaSummarizesOtherSchemas(t *testing.T) {
 		t.Errorf("the selected schema is summarized, or the budget is exceeded (~%d tokens):\n%s", estimateTokens(a.schema), a.schema)
 	}
 }
+
+// A glossary term over a join (a metric of two semantic models) points
+// linking at each of its tables, and is shown only to a role that may read
+// them all.
+func TestGlossaryOverJoin(t *testing.T) {
+	s := linkSchema()
+	e := &Engine{}
+	e.applyDefaults()
+	q := "what is the quarterly yield"
+	hit := descindex.Hit{Doc: descindex.Doc{Kind: descindex.KindGlossary, Term: "quarterly yield", Schema: "crm", Table: "crmTransaction",
+		Also: []string{"scholar.venue"}, Text: "Amount per place.", SQLHint: "SUM(crmTxAmount) / COUNT(*)"}, Score: 1}
+	for _, tc := range []struct {
+		name string
+		also []string
+		want []string
+	}{
+		{"one table", nil, []string{"crm.crmTransaction"}},
+		{"over a join", []string{"scholar.venue"}, []string{"crm.crmTransaction", "scholar.venue"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hit
+			h.Also = tc.also
+			a := &ask{req: Request{Question: q}, schema0: s, trace: &Trace{}, keywords: lexicalKeywords(q), descs: []descindex.Hit{h}}
+			got := e.selectSchemaBudget(a, 60)
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("selected %q, lacks %s", got, w)
+				}
+			}
+			if tc.also == nil && slices.Contains(got, "scholar.venue") {
+				t.Errorf("selected %q: venue without the term pointing at it (the budget is too loose)", got)
+			}
+		})
+	}
+	// A role that may not read venue is not shown the term.
+	hidden := s.Filter(func(tb *catalog.Table, _ *catalog.Column) bool { return tb.Name != "venue" })
+	if got := visibleDescriptions(hidden, []descindex.Hit{hit}); len(got) != 0 {
+		t.Errorf("a term over an unreadable table is shown: %+v", got)
+	}
+	if got := visibleDescriptions(s, []descindex.Hit{hit}); len(got) != 1 {
+		t.Errorf("a term over readable tables is dropped: %+v", got)
+	}
+}

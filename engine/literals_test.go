@@ -11,6 +11,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/memory"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestCorrectLiteralsChecksTheColumn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "lits")
 	if err := cluster.CreateDatabase(ctx, db); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ type SchemaChoice struct {
 // a snapshot — lexical keywords (the fallback when the model's keyword call
 // fails), value and description retrieval, deterministic schema selection
 // under budget tokens — as the catalog role sees it (no session, no
-// privilege filtering), with the engine's Workload, names resolved on
+// privilege filtering), with the engine's Workload and SemanticJoins, names resolved on
 // searchPath (nil: public). Benchmarks and `explain`-style tools use it;
 // it makes no LLM call and runs no SQL.
 func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, question string, budget int, searchPath []string) *SchemaChoice {
@@ -36,6 +36,7 @@ func (e *Engine) PreviewSchema(ctx context.Context, snap *catalog.Snapshot, ques
 	a := &ask{req: Request{Question: question, Database: snap.Database}, snap: snap, schema0: snap.Schema,
 		sess: &session{searchPath: searchPath}, trace: &Trace{}}
 	e.loadLearned(ctx, a)
+	e.addSemanticJoins(a)
 	a.keywords = lexicalKeywords(question)
 	e.retrieve(ctx, a)
 	sel := e.selectSchemaBudget(a, budget)

@@ -538,7 +538,8 @@ func visibleValues(s *catalog.Schema, secured map[string]bool, ms []valueindex.M
 }
 
 // visibleDescriptions drops comments of tables or columns the role cannot
-// read; glossary entries without a table stay.
+// read, and glossary entries over a table it cannot read; glossary entries
+// without a table stay.
 func visibleDescriptions(s *catalog.Schema, hits []descindex.Hit) []descindex.Hit {
 	out := hits[:0:0]
 	for _, h := range hits {
@@ -550,6 +551,11 @@ func visibleDescriptions(s *catalog.Schema, hits []descindex.Hit) []descindex.Hi
 			if t == nil || (h.Column != "" && t.Column(h.Column) == nil) {
 				continue
 			}
+		}
+		// A term over a join is shown only to a role that may read every
+		// table it reads.
+		if slices.ContainsFunc(h.Also, func(name string) bool { return s.Table(name) == nil }) {
+			continue
 		}
 		out = append(out, h)
 	}

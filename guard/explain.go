@@ -46,7 +46,7 @@ func Explain(s sealed.Statement) (sealed.Statement, error) {
 	c.Kind = KindExplain
 	c.tree = tree
 	c.builtinCalls = nil
-	return stmt.New(text, explainPrefix+s.Display(), &c), nil
+	return sealed.Of(stmt.New(text, explainPrefix+s.Display(), &c)), nil
 }
 
 // explainOptionsAreJSON accepts exactly the one option FORMAT JSON.

@@ -12,6 +12,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/internal/golden"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -66,7 +67,7 @@ func TestPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	cl := pgtest.New(t, pgtest.Options{})
+	cl := pgtest.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := cl.Exec(ctx, "postgres", fixtureSQL); err != nil {

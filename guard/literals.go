@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // Literal is a string constant compared with a column in a WHERE, JOIN ON or
@@ -196,70 +197,25 @@ func ReplaceLiterals(sql string, reps []Replacement) string {
 }
 
 // stringTokenEnd returns the end offset of the string-literal token starting
-// at start: '...', E'...', U&'...' (without UESCAPE), $tag$...$tag$, and
-// quoted literals continued across a newline ('a'\n'b'). pg_query's scanner
-// reports no usable extent for U& strings and splits continuations, hence
-// this small lexer.
+// at start: '...', E'...', U&'...', $tag$...$tag$, and quoted literals
+// continued across a newline ('a'\n'b'), which pg_query reports no usable
+// extent for. A U&'...' literal with its own escape character (UESCAPE) is
+// left alone.
 func stringTokenEnd(sql string, start int) (int, bool) {
 	if start < 0 || start >= len(sql) {
 		return 0, false
 	}
-	i, backslash := start, false
-	switch {
-	case sql[i] == '$':
-		j := strings.IndexByte(sql[i+1:], '$')
-		if j < 0 {
-			return 0, false
-		}
-		tag := sql[i : i+j+2]
-		k := strings.Index(sql[i+len(tag):], tag)
-		if k < 0 {
-			return 0, false
-		}
-		return i + len(tag) + k + len(tag), true
-	case (sql[i] == 'e' || sql[i] == 'E') && i+1 < len(sql) && sql[i+1] == '\'':
-		i, backslash = i+1, true
-	case (sql[i] == 'u' || sql[i] == 'U') && strings.HasPrefix(sql[i+1:], "&'"):
-		i += 2
-	}
-	if i >= len(sql) || sql[i] != '\'' {
+	sc := sqlscan.NewScanner(sql[start:], sqlscan.Options{})
+	tok := sc.Next()
+	if tok.Unterminated || (tok.Kind != sqlscan.String && tok.Kind != sqlscan.DollarString) {
 		return 0, false
 	}
-	for {
-		// sql[i] is an opening quote.
-		i++
-		for {
-			if i >= len(sql) {
-				return 0, false
-			}
-			c := sql[i]
-			if backslash && c == '\\' {
-				i += 2
-				continue
-			}
-			if c == '\'' {
-				if i+1 < len(sql) && sql[i+1] == '\'' {
-					i += 2
-					continue
-				}
-				break
-			}
-			i++
-		}
-		end := i + 1
-		// A quote after whitespace that holds a newline continues the literal.
-		j, newline := end, false
-		for j < len(sql) && strings.IndexByte(" \t\r\f\n", sql[j]) >= 0 {
-			newline = newline || sql[j] == '\n' || sql[j] == '\r'
-			j++
-		}
-		if newline && j < len(sql) && sql[j] == '\'' {
-			i = j
-			continue
-		}
-		if rest := strings.TrimLeft(sql[end:], " \t\r\f\n"); len(rest) >= 7 && strings.EqualFold(rest[:7], "uescape") {
-			return 0, false // custom escape character: leave such literals alone
-		}
-		return end, true
+	next := sc.Next()
+	for next.Kind.Trivia() {
+		next = sc.Next()
 	}
+	if next.Kind == sqlscan.Ident && strings.EqualFold(sql[start+next.Start:start+next.End], "uescape") {
+		return 0, false
+	}
+	return start + tok.End, true
 }

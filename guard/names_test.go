@@ -156,7 +156,7 @@ func ctes(n int) string {
 
 func TestSessionProbe(t *testing.T) {
 	st := SessionProbe()
-	if !stmt.IsProbe(st) || st.IsZero() {
+	if !stmt.IsProbe(st.Body()) || st.IsZero() {
 		t.Fatal("SessionProbe is not marked as the probe")
 	}
 	if strings.Contains(st.SQL(), "::") || strings.Contains(st.SQL(), "=") || strings.Contains(st.SQL(), "FROM") {

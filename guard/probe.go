@@ -22,5 +22,5 @@ func SessionProbe() sealed.Statement {
 	if err != nil {
 		panic("guard: the session probe does not seal: " + err.Error())
 	}
-	return stmt.AsProbe(st)
+	return sealed.Of(stmt.AsProbe(st.Body()))
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/nlproxy/nlproxy/guard/internal/stmt"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // CheckedOf is the guard's description of s; nil for the zero Statement.
 func CheckedOf(s sealed.Statement) *Checked {
-	c, _ := stmt.Checked(s).(*Checked)
+	c, _ := stmt.Checked(s.Body()).(*Checked)
 	return c
 }
 
@@ -50,7 +51,7 @@ func Seal(sql string, opts Options) (sealed.Statement, error) {
 	if !sameTree(c.tree, again) {
 		return sealed.Statement{}, &RejectError{Reason: "normalized statement differs from the checked one", Code: pg.CodeFeatureNotSupported}
 	}
-	return stmt.New(text, sql, c), nil
+	return sealed.Of(stmt.New(text, sql, c)), nil
 }
 
 // sameTree compares parse trees ignoring token positions.
@@ -136,46 +137,16 @@ func asciiSQL(sql string) (string, error) {
 }
 
 // decodeDeparsedString returns the value of a string constant as the
-// deparser writes them: '…' with ” for a quote, or E'…' where the only
-// escape is \\ (the deparser doubles backslashes and nothing else).
+// deparser writes them ('…' or E'…').
 func decodeDeparsedString(tok string) (string, error) {
-	bad := &RejectError{Reason: "unexpected string constant form in the normalized statement", Code: pg.CodeFeatureNotSupported}
-	escaped := false
-	switch {
-	case strings.HasPrefix(tok, "'"):
-	case strings.HasPrefix(tok, "E'") || strings.HasPrefix(tok, "e'"):
-		escaped, tok = true, tok[1:]
-	default:
-		return "", bad
+	v, err := sqlscan.Decode(tok, sqlscan.Options{})
+	if err != nil {
+		return "", &RejectError{Reason: "unexpected string constant form in the normalized statement", Code: pg.CodeFeatureNotSupported}
 	}
-	if len(tok) < 2 || tok[len(tok)-1] != '\'' {
-		return "", bad
-	}
-	body := tok[1 : len(tok)-1]
-	var v strings.Builder
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case c == '\'':
-			if i+1 >= len(body) || body[i+1] != '\'' {
-				return "", bad
-			}
-			v.WriteByte('\'')
-			i++
-		case c == '\\' && escaped:
-			if i+1 >= len(body) || body[i+1] != '\\' {
-				return "", bad
-			}
-			v.WriteByte('\\')
-			i++
-		default:
-			v.WriteByte(c)
-		}
-	}
-	if !utf8.ValidString(v.String()) {
+	if !utf8.ValidString(v) {
 		return "", &RejectError{Reason: "string constant is not valid UTF-8", Code: pg.CodeCharacterNotInRepertoire}
 	}
-	return v.String(), nil
+	return v, nil
 }
 
 // encodeString writes v as a constant that lexes the same under any

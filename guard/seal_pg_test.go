@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -33,7 +35,7 @@ type lexFixture struct {
 
 func newLexFixture(t testing.TB) *lexFixture {
 	t.Helper()
-	cl := pgtest.New(t, pgtest.Options{})
+	cl := pgtest.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, sql := range []string{"CREATE ROLE lexer LOGIN", "CREATE DATABASE lex", "REVOKE TEMP ON DATABASE lex FROM PUBLIC"} {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -56,7 +57,7 @@ func scenarioLines(connectLine string) []string {
 
 // clientEnv is the cluster behind a plain and a TLS-terminating proxy.
 type clientEnv struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	direct  target // Postgres itself, for differential checks
 	targets []namedTarget
 }
@@ -521,7 +522,7 @@ func testNode(ctx context.Context, t *testing.T, nt namedTarget) {
 // channel_binding=disable for this topology; with libpq's default (prefer)
 // the login must fail with a clear 28000, not hang or crash.
 func TestTLSBothLegs(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256", TLS: true})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256", TLS: true})
 	tm := newTLSMaterial(t)
 	p := startProxyUpstreamTLS(t, c, tm)
 	tg := targetFor(t, p.Addr, "postgres")

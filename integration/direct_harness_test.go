@@ -5,7 +5,7 @@ package integration_test
 import (
 	"testing"
 
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 )
 
 // proxyOptions tune the in-process proxy a test starts.
@@ -21,12 +21,12 @@ const viaProxy = false
 
 type proxyHandle struct{ Addr string }
 
-func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle {
+func startProxy(t testing.TB, c *pgcluster.Cluster, opts proxyOptions) *proxyHandle {
 	t.Helper()
 	return &proxyHandle{Addr: c.Addr()}
 }
 
-func startProxyUpstreamTLS(t testing.TB, c *pgtest.Cluster, _ tlsMaterial) *proxyHandle {
+func startProxyUpstreamTLS(t testing.TB, c *pgcluster.Cluster, _ tlsMaterial) *proxyHandle {
 	t.Helper()
 	t.Skip("needs the proxy")
 	return nil

@@ -19,7 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
@@ -67,7 +67,7 @@ func waitBaseline(t *testing.T, base resources) {
 	})
 }
 
-func backendAlive(ctx context.Context, t *testing.T, c *pgtest.Cluster, pid uint32) bool {
+func backendAlive(ctx context.Context, t *testing.T, c *pgcluster.Cluster, pid uint32) bool {
 	t.Helper()
 	conn, err := c.Connect(ctx, "postgres")
 	if err != nil {
@@ -81,7 +81,7 @@ func backendAlive(ctx context.Context, t *testing.T, c *pgtest.Cluster, pid uint
 	return n > 0
 }
 
-func clientBackends(ctx context.Context, t *testing.T, c *pgtest.Cluster) int {
+func clientBackends(ctx context.Context, t *testing.T, c *pgcluster.Cluster) int {
 	t.Helper()
 	conn, err := c.Connect(ctx, "postgres")
 	if err != nil {

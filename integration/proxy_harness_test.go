@@ -15,8 +15,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // proxyOptions tune the in-process proxy a test starts.
@@ -52,7 +52,7 @@ type proxyHandle struct {
 
 // startProxy serves an in-process proxy in front of c on a loopback port and
 // shuts it down when the test ends.
-func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle {
+func startProxy(t testing.TB, c *pgcluster.Cluster, opts proxyOptions) *proxyHandle {
 	t.Helper()
 	addr := opts.Upstream
 	if addr == "" {
@@ -122,7 +122,7 @@ func startProxy(t testing.TB, c *pgtest.Cluster, opts proxyOptions) *proxyHandle
 }
 
 // startProxyUpstreamTLS fronts a TLS cluster, verifying its certificate.
-func startProxyUpstreamTLS(t testing.TB, c *pgtest.Cluster, client tlsMaterial) *proxyHandle {
+func startProxyUpstreamTLS(t testing.TB, c *pgcluster.Cluster, client tlsMaterial) *proxyHandle {
 	t.Helper()
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(c.CertPEM) {

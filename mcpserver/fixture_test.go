@@ -21,6 +21,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/mcpserver"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -63,7 +64,7 @@ ANALYZE;
 // fixture is one cluster (SCRAM), one database, two roles of different
 // privileges, a fake model and an MCP server over HTTP.
 type fixture struct {
-	cluster           *pgtest.Cluster
+	cluster           *pgcluster.Cluster
 	db                string
 	analyst, intern   string
 	password          string
@@ -102,7 +103,7 @@ func (l *callLog) last() *mcpserver.Call {
 // database and roles on it, with unique names.
 var shared struct {
 	once    sync.Once
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	err     error
 }
 
@@ -114,12 +115,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func sharedCluster(t *testing.T) *pgtest.Cluster {
+func sharedCluster(t *testing.T) *pgcluster.Cluster {
 	t.Helper()
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		shared.cluster, shared.err = pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256"})
+		shared.cluster, shared.err = pgtest.Start(ctx, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	})
 	if errors.Is(shared.err, pgtest.ErrNoPostgres) {
 		t.Skip(shared.err.Error())

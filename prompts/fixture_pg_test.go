@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -17,7 +18,7 @@ func TestFixtureSchemaIsValid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	cl := pgtest.New(t, pgtest.Options{})
+	cl := pgtest.New(t, pgcluster.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := cl.Exec(ctx, "postgres", fixtureSchema(t)); err != nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/askreport"
 	"github.com/nlproxy/nlproxy/internal/conversation"
+	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // Translator turns a natural-language question into SQL. The engine implements it.
@@ -81,3 +83,60 @@ func TextRows(rows ...[]string) [][]*string {
 // ErrExecutorClosed is returned by Executor.Trial outside a translation or
 // after the session closed.
 var ErrExecutorClosed = errors.New("proxy: executor not available (no translation in progress or session closed)")
+
+// AskRecord is one natural-language statement and how it ended.
+type AskRecord struct {
+	Time       time.Time // when the ask started
+	Duration   time.Duration
+	User       string
+	Database   string
+	Client     string // client address; "[local]" on a Unix socket
+	BackendPID uint32
+	Kind       MarkerKind
+	Question   string
+	Report     *askreport.Report // nil when the engine did not get to work (or gave no account)
+	Err        *pg.Error         // nil when answered
+	// Tool is the MCP tool of a call that came over MCP (ask, query, …);
+	// "" for the wire.
+	Tool string
+}
+
+// Outcome is answered, cached or failed.
+func (r *AskRecord) Outcome() string {
+	switch {
+	case r.Err != nil:
+		return "failed"
+	case r.Report != nil && r.Report.Cached:
+		return "cached"
+	}
+	return "answered"
+}
+
+// RedactRecord is r as a recorder may keep it: every text field (question,
+// SQL, candidates, stage notes, error) redacted by p and bounded
+// (redact.MaxField). r is not changed.
+func RedactRecord(r *AskRecord, p redact.Policy) *AskRecord {
+	out := *r
+	out.Question = p.Question(r.Question)
+	if r.Err != nil {
+		e := *r.Err
+		e.Message, e.Detail, e.Hint = p.Text(e.Message), p.Text(e.Detail), p.Text(e.Hint)
+		out.Err = &e
+	}
+	if r.Report != nil {
+		rep := *r.Report
+		rep.SQL = p.SQL(rep.SQL)
+		rep.Stages = make([]askreport.Stage, len(r.Report.Stages))
+		for i, st := range r.Report.Stages {
+			st.Note = p.Note(st.Note)
+			rep.Stages[i] = st
+		}
+		rep.Candidates = make([]askreport.Candidate, len(r.Report.Candidates))
+		for i, c := range r.Report.Candidates {
+			c.SQL, c.Problem = p.SQL(c.SQL), p.Text(c.Problem)
+			rep.Candidates[i] = c
+		}
+		out.Report = &rep
+	}
+	return &out
+}

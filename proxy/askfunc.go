@@ -23,12 +23,6 @@ import (
 // upstream: the proxy answers the call itself.
 const askSchema = "nlproxy"
 
-var askFunctions = map[string]MarkerKind{
-	"ask":      MarkerAsk,
-	"ask_sql":  MarkerAskSQL,
-	"optimize": MarkerOptimize,
-}
-
 // AskFunc is the ask a statement holds in the table-function form.
 type AskFunc struct {
 	// Function is ask, ask_sql or optimize; "" when the statement misuses
@@ -70,33 +64,4 @@ func foldedWordAt(b []byte, x byte) bool {
 		}
 		off = i + 1
 	}
-}
-
-// findAskFunc asks p to parse a statement that mayHoldAskFunc. A statement
-// that does not parse, or names no nlproxy.* function, is MarkerNone
-// (Postgres answers it as it would). Misuse of the functions is a Marker
-// whose ask fails with a clear error.
-func findAskFunc(p AskFuncParser, sql string) Marker {
-	if p == nil {
-		return Marker{}
-	}
-	f, ok := p.ParseAskFunc(sql)
-	if !ok {
-		return Marker{}
-	}
-	m := Marker{Kind: MarkerAsk, Statement: sql, Question: f.Question, Profile: f.Profile, invalid: f.Err}
-	if f.Function != "" {
-		m.Kind = askFunctions[f.Function]
-	}
-	return m
-}
-
-// askFuncs is Server.AskFuncs, or else the translator as an
-// AskFuncParser; nil when neither is set.
-func (s *session) askFuncs() AskFuncParser {
-	if s.srv.AskFuncs != nil {
-		return s.srv.AskFuncs
-	}
-	p, _ := s.srv.Translator.(AskFuncParser)
-	return p
 }

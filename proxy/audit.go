@@ -2,40 +2,17 @@ package proxy
 
 import (
 	"errors"
-	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/nlproxy/nlproxy/internal/askreport"
 	"github.com/nlproxy/nlproxy/internal/pg"
-	"github.com/nlproxy/nlproxy/internal/redact"
 )
 
 // The session audit trail is a few info lines per session (accepted, ready
 // or refused, ended), never per message, and never passwords or statement
 // text. Asks are audited separately, one JSON line each (AuditLog).
-
-// countingConn counts the bytes a client connection carries: one atomic add
-// per read or write system call, which the relay batches anyway.
-type countingConn struct {
-	net.Conn
-	in, out atomic.Int64
-}
-
-func (c *countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.in.Add(int64(n))
-	return n, err
-}
-
-func (c *countingConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	c.out.Add(int64(n))
-	return n, err
-}
 
 // auditStartupFailure records why a connection ended before ReadyForQuery.
 func (s *session) auditStartupFailure(err error) {
@@ -67,34 +44,6 @@ func (s *session) auditEnd() {
 		zap.Int64("bytes_from_client", s.traffic.in.Load()), zap.Int64("bytes_to_client", s.traffic.out.Load()))
 }
 
-// AskRecord is one natural-language statement and how it ended.
-type AskRecord struct {
-	Time       time.Time // when the ask started
-	Duration   time.Duration
-	User       string
-	Database   string
-	Client     string // client address; "[local]" on a Unix socket
-	BackendPID uint32
-	Kind       MarkerKind
-	Question   string
-	Report     *askreport.Report // nil when the engine did not get to work (or gave no account)
-	Err        *pg.Error         // nil when answered
-	// Tool is the MCP tool of a call that came over MCP (ask, query, …);
-	// "" for the wire.
-	Tool string
-}
-
-// Outcome is answered, cached or failed.
-func (r *AskRecord) Outcome() string {
-	switch {
-	case r.Err != nil:
-		return "failed"
-	case r.Report != nil && r.Report.Cached:
-		return "cached"
-	}
-	return "answered"
-}
-
 // reportAsk hands a settled ask to Server.OnAsk.
 func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *pg.Error) {
 	pid, _ := s.sh.backendKey()
@@ -106,33 +55,4 @@ func (s *session) reportAsk(m Marker, start time.Time, tr *Translation, perr *pg
 	// Redacted and bounded once, before it reaches any recorder (audit
 	// log, admin page, metrics).
 	s.srv.OnAsk(RedactRecord(rec, s.srv.Redact))
-}
-
-// RedactRecord is r as a recorder may keep it: every text field (question,
-// SQL, candidates, stage notes, error) redacted by p and bounded
-// (redact.MaxField). r is not changed.
-func RedactRecord(r *AskRecord, p redact.Policy) *AskRecord {
-	out := *r
-	out.Question = p.Question(r.Question)
-	if r.Err != nil {
-		e := *r.Err
-		e.Message, e.Detail, e.Hint = p.Text(e.Message), p.Text(e.Detail), p.Text(e.Hint)
-		out.Err = &e
-	}
-	if r.Report != nil {
-		rep := *r.Report
-		rep.SQL = p.SQL(rep.SQL)
-		rep.Stages = make([]askreport.Stage, len(r.Report.Stages))
-		for i, st := range r.Report.Stages {
-			st.Note = p.Note(st.Note)
-			rep.Stages[i] = st
-		}
-		rep.Candidates = make([]askreport.Candidate, len(r.Report.Candidates))
-		for i, c := range r.Report.Candidates {
-			c.SQL, c.Problem = p.SQL(c.SQL), p.Text(c.Problem)
-			rep.Candidates[i] = c
-		}
-		out.Report = &rep
-	}
-	return &out
 }

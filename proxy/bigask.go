@@ -65,15 +65,8 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 		Message: fmt.Sprintf("nlproxy: the question's statement is %d bytes, more than the question limit of %d", n, limit),
 		Hint:    "Ask a shorter question; an operator can raise --max-question-bytes (NLPROXY_MAX_QUESTION_BYTES)."}
 	start := time.Now()
-	var tail []byte
-	if typ == feQuery {
-		if _, err := s.cl.cr.Discard(5 + n); err != nil {
-			return true, err
-		}
-	} else if tail, err = discardParse(s.cl.cr, n); err != nil {
-		if errors.Is(err, ErrProtocol) {
-			return true, s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
-		}
+	tail, err := s.skipBigAsk(typ, n)
+	if err != nil {
 		return true, err
 	}
 	if s.srv.OnAsk != nil {
@@ -94,6 +87,20 @@ func (s *session) refuseBigAsk(typ byte, n int) (handled bool, err error) {
 		return true, s.failQuery(perr)
 	}
 	return true, s.failParse(name, tail, perr)
+}
+
+// skipBigAsk reads past a Query or Parse of n body bytes; tail is a Parse's
+// parameter types.
+func (s *session) skipBigAsk(typ byte, n int) (tail []byte, err error) {
+	if typ == feQuery {
+		_, err := s.cl.cr.Discard(5 + n)
+		return nil, err
+	}
+	tail, err = discardParse(s.cl.cr, n)
+	if errors.Is(err, ErrProtocol) {
+		return nil, s.fatal(pg.CodeProtocolViolation, "nlproxy: %v", err)
+	}
+	return tail, err
 }
 
 // markerPrefix tells a marker statement from the first bytes of its text:

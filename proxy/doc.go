@@ -26,6 +26,25 @@
 // package, and all it imports, builds without cgo (`make vet` checks
 // CGO_ENABLED=0 go build ./proxy/...; internal/archtest checks the arrows).
 //
+// # Where things are
+//
+// The files stand in layers, each using those below it (only the Server
+// and its sessions, and the Server and its event loops, refer to each other):
+//
+//   - wire basics: messages.go (message type bytes), startup.go, wire.go
+//     (frames, encoders, outBuf), errors.go, upstream.go, listen_*.go,
+//     clientgone_*.go; marker.go, lifecycle.go and askfunc.go read a
+//     statement's text; api.go is what the Translator and OnAsk see;
+//   - session state: queue.go (the reply queue), shared.go, server.go (the
+//     Server's configuration, routes and cancel keys), session.go;
+//   - what a message does: handlers.go (onClient, onServer: every relay
+//     calls them), observe.go, handshake.go, inject.go (the proxy's own
+//     messages), intercept.go (asks), executor.go, spool.go, bigask.go,
+//     encoding.go, audit.go, limits.go, stats.go;
+//   - the relays: relay.go (two goroutines), tracked.go and replies.go
+//     (tracked mode), evloop_linux.go (the event loop);
+//   - serve.go: accepting, running each session, shutdown.
+//
 // # How it relays
 //
 // A Server accepts clients on TCP or Unix-socket listeners (ListenUnix),

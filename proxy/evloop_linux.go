@@ -41,7 +41,7 @@ import (
 // Ownership (see session): while a session is on the loop, the loop's one
 // goroutine is both its client side and its server side. It alone touches
 // s.cl and s.sv, recording each message through onClient and onServer as
-// clientLoop and serverLoop do (messages.go; the Query/Parse entry decision
+// clientLoop and serverLoop do (handlers.go; the Query/Parse entry decision
 // is the same mightAsk/queryAsk/parseAsk); the session's goroutine waits in loopRelay
 // meanwhile, having emptied its readers into the loop's pipes. Shared state
 // goes through s.sh and s.sig as on goroutines. The hand-back on ls.done
@@ -235,49 +235,74 @@ func (l *eventLoop) post(r loopReq) bool {
 
 func (l *eventLoop) run() {
 	events := make([]unix.EpollEvent, 128)
+	hot := hotWaitMS()
 	var reqs []loopReq
 	for !l.stopping {
-		n, err := epollWaitHot(l.epfd, events, hotWaitMS)
-		if n == 0 && err == nil {
-			n, err = unix.EpollWait(l.epfd, events, -1)
-		}
+		n, err := l.wait(events, hot)
 		if err != nil {
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			// Cannot happen with valid arguments; give every session back.
-			l.srv.logger().Error("proxy: event loop: epoll_wait failed, sessions go back to the goroutine relay", zap.Error(err))
-			l.srv.mu.Lock()
-			l.srv.loopForgetLocked(l)
-			l.srv.mu.Unlock()
-			for _, ls := range l.byFd {
-				if ls != nil && !ls.finished {
-					l.finish(ls, loopHandoff, nil)
-				}
-			}
+			l.fail(err)
 			break
 		}
 		for i := 0; i < n && !l.stopping; i++ {
-			fd := int(events[i].Fd)
-			if fd == l.evfd {
-				var b [8]byte
-				_, _ = unix.Read(l.evfd, b[:])
-				l.mu.Lock()
-				reqs, l.reqs = l.reqs, reqs[:0]
-				l.mu.Unlock()
-				for _, r := range reqs {
-					l.request(r)
-				}
-				clear(reqs)
-				continue
-			}
-			if fd < len(l.byFd) {
-				if ls := l.byFd[fd]; ls != nil {
-					l.serve(ls, fd, events[i].Events)
-				}
-			}
+			reqs = l.dispatch(events[i], reqs)
 		}
 	}
+	l.stop()
+}
+
+// wait waits for events, hot first (see epollWaitHot), then releasing the
+// P; an interrupted wait returns no events.
+func (l *eventLoop) wait(events []unix.EpollEvent, hot int) (int, error) {
+	n, err := epollWaitHot(l.epfd, events, hot)
+	if n == 0 && err == nil {
+		n, err = unix.EpollWait(l.epfd, events, -1)
+	}
+	if errors.Is(err, unix.EINTR) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// dispatch handles one event: the requests posted to the loop, or a
+// session's socket; reqs is a buffer for the requests, returned for reuse.
+func (l *eventLoop) dispatch(ev unix.EpollEvent, reqs []loopReq) []loopReq {
+	fd := int(ev.Fd)
+	if fd == l.evfd {
+		var b [8]byte
+		_, _ = unix.Read(l.evfd, b[:])
+		l.mu.Lock()
+		reqs, l.reqs = l.reqs, reqs[:0]
+		l.mu.Unlock()
+		for _, r := range reqs {
+			l.request(r)
+		}
+		clear(reqs)
+		return reqs
+	}
+	if fd < len(l.byFd) {
+		if ls := l.byFd[fd]; ls != nil {
+			l.serve(ls, fd, ev.Events)
+		}
+	}
+	return reqs
+}
+
+// fail gives every session back after epoll_wait failed, which cannot
+// happen with valid arguments.
+func (l *eventLoop) fail(err error) {
+	l.srv.logger().Error("proxy: event loop: epoll_wait failed, sessions go back to the goroutine relay", zap.Error(err))
+	l.srv.mu.Lock()
+	l.srv.loopForgetLocked(l)
+	l.srv.mu.Unlock()
+	for _, ls := range l.byFd {
+		if ls != nil && !ls.finished {
+			l.finish(ls, loopHandoff, nil)
+		}
+	}
+}
+
+// stop refuses further requests and closes the loop's descriptors.
+func (l *eventLoop) stop() {
 	l.mu.Lock()
 	l.stopped = true
 	rest := l.reqs
@@ -292,8 +317,19 @@ func (l *eventLoop) run() {
 	unix.Close(l.evfd)
 }
 
-// hotWaitMS bounds a wait in epollWaitHot.
-const hotWaitMS = 1
+// hotWaitMS bounds a wait in epollWaitHot: 10 ms, so that a loop on a busy
+// machine, where a session's next message often comes a few milliseconds
+// later, rarely goes through the scheduler (measured: a context switch and
+// a round of the runtime's monitor per transaction fewer at -c 1 under
+// load); 1 ms when GOMAXPROCS is 1, as the loop's P is then the only one
+// and the session's goroutines must not wait long for it. With more Ps, at
+// most half are loops' (loopAcquire), so the others always have one.
+func hotWaitMS() int {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return 1
+	}
+	return 10
+}
 
 // epollWaitHot waits for events at most msec without telling the scheduler
 // (a raw system call: the thread keeps its P, as if computing). While
@@ -312,28 +348,33 @@ func epollWaitHot(epfd int, events []unix.EpollEvent, msec int) (int, error) {
 	return int(r), nil
 }
 
+// rawRead and rawWrite are read and write on the loop's non-blocking
+// sockets without telling the scheduler, as epollWaitHot waits: they never
+// block, and through Syscall each would enter and leave the scheduler's
+// syscall state (the P could be handed to another thread meanwhile, when
+// the kernel preempts the loop's thread on the write that wakes the peer).
+// b is not empty.
+func rawRead(fd int, b []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func rawWrite(fd int, b []byte) (int, error) {
+	r, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
 func (l *eventLoop) request(r loopReq) {
 	ls := r.ls
 	switch r.op {
 	case opAdd:
-		for _, fd := range []int{ls.cfd, ls.ufd} {
-			for fd >= len(l.byFd) {
-				l.byFd = append(l.byFd, make([]*loopSess, len(l.byFd)+64)...)
-			}
-			l.byFd[fd] = ls
-		}
-		ls.events = [2]uint32{unix.EPOLLIN, unix.EPOLLIN}
-		for i, fd := range []int{ls.cfd, ls.ufd} {
-			ev := unix.EpollEvent{Events: ls.events[i], Fd: int32(fd)}
-			if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-				l.finish(ls, loopHandoff, nil)
-				return
-			}
-		}
-		// Bytes that came with the end of the handshake.
-		if l.parse(ls, 0) && l.parse(ls, 1) && l.flush(ls, 0) && l.flush(ls, 1) {
-			l.rearm(ls)
-		}
+		l.add(ls)
 	case opDrop:
 		if !ls.finished {
 			l.finish(ls, loopDropped, nil)
@@ -345,6 +386,28 @@ func (l *eventLoop) request(r loopReq) {
 		if ls.s.sh.drainIdle() {
 			l.finish(ls, loopDrained, nil)
 		}
+	}
+}
+
+// add puts a session's sockets on the loop and passes on what came with
+// the end of the handshake.
+func (l *eventLoop) add(ls *loopSess) {
+	for _, fd := range []int{ls.cfd, ls.ufd} {
+		for fd >= len(l.byFd) {
+			l.byFd = append(l.byFd, make([]*loopSess, len(l.byFd)+64)...)
+		}
+		l.byFd[fd] = ls
+	}
+	ls.events = [2]uint32{unix.EPOLLIN, unix.EPOLLIN}
+	for i, fd := range []int{ls.cfd, ls.ufd} {
+		ev := unix.EpollEvent{Events: ls.events[i], Fd: int32(fd)}
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			l.finish(ls, loopHandoff, nil)
+			return
+		}
+	}
+	if l.parse(ls, 0) && l.parse(ls, 1) && l.flush(ls, 0) && l.flush(ls, 1) {
+		l.rearm(ls)
 	}
 }
 
@@ -391,7 +454,7 @@ func (l *eventLoop) fill(ls *loopSess, side int) bool {
 	}
 	fd, _ := ls.fds(side)
 	for {
-		n, err := unix.Read(fd, pp.buf[pp.w:])
+		n, err := rawRead(fd, pp.buf[pp.w:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -424,7 +487,7 @@ func (l *eventLoop) flush(ls *loopSess, side int) bool {
 	pp := ls.pipe(side)
 	_, fd := ls.fds(side)
 	for pp.r < pp.p {
-		n, err := unix.Write(fd, pp.buf[pp.r:pp.p])
+		n, err := rawWrite(fd, pp.buf[pp.r:pp.p])
 		if err == unix.EINTR {
 			continue
 		}

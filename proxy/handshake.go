@@ -49,31 +49,9 @@ func (s *session) handshake(ctx context.Context) error {
 		}
 		switch pkt.Kind {
 		case startupSSL:
-			if s.clientTLS {
-				return s.fatal(pg.CodeProtocolViolation, "nlproxy: SSLRequest on an encrypted connection")
-			}
-			// Like Postgres, no TLS over a Unix socket: it never leaves the host.
-			if s.srv.TLSConfig == nil || s.local {
-				if err := s.sendClient([]byte{sslRefused}); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := s.sendClient([]byte{sslAccepted}); err != nil {
+			if err := s.answerSSL(ctx); err != nil {
 				return err
 			}
-			// Bytes already here were sent in plaintext after the SSLRequest and
-			// would be mistaken for protected data (CVE-2021-23214).
-			if s.cl.cr.Buffered() > 0 {
-				return s.fatal(pg.CodeProtocolViolation, "nlproxy: received unencrypted data after SSL request")
-			}
-			tc := tls.Server(s.client, s.srv.TLSConfig)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				return fmt.Errorf("client TLS handshake: %w", err)
-			}
-			s.cl.cr.Reset(tc)
-			s.cw.Reset(tc)
-			s.clientTLS = true
 		case startupGSSENC:
 			if err := s.sendClient([]byte{sslRefused}); err != nil {
 				return err
@@ -87,7 +65,56 @@ func (s *session) handshake(ctx context.Context) error {
 	}
 }
 
+// answerSSL answers an SSLRequest: 'N' where the proxy terminates no TLS,
+// else 'S' and the client's TLS handshake.
+func (s *session) answerSSL(ctx context.Context) error {
+	if s.clientTLS {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: SSLRequest on an encrypted connection")
+	}
+	// Like Postgres, no TLS over a Unix socket: it never leaves the host.
+	if s.srv.TLSConfig == nil || s.local {
+		return s.sendClient([]byte{sslRefused})
+	}
+	if err := s.sendClient([]byte{sslAccepted}); err != nil {
+		return err
+	}
+	// Bytes already here were sent in plaintext after the SSLRequest and
+	// would be mistaken for protected data (CVE-2021-23214).
+	if s.cl.cr.Buffered() > 0 {
+		return s.fatal(pg.CodeProtocolViolation, "nlproxy: received unencrypted data after SSL request")
+	}
+	tc := tls.Server(s.client, s.srv.TLSConfig)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("client TLS handshake: %w", err)
+	}
+	s.cl.cr.Reset(tc)
+	s.cw.Reset(tc)
+	s.clientTLS = true
+	return nil
+}
+
 func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPacket) error {
+	if err := s.admit(pkt); err != nil {
+		return err
+	}
+	up, err := s.connectUpstream(ctx, deadline)
+	if err != nil {
+		return err
+	}
+	if err := s.sendStartup(pkt); err != nil {
+		return err
+	}
+	if err := s.relayAuth(); err != nil {
+		return err
+	}
+	_ = up.SetDeadline(time.Time{})
+	_ = s.client.SetDeadline(time.Time{})
+	return nil
+}
+
+// admit lets the client have a session (TLS, MaxConns, shutdown) and picks
+// its upstream by the startup database.
+func (s *session) admit(pkt startupPacket) error {
 	if s.srv.RequireTLS && !s.clientTLS && !s.local {
 		return s.fatal(pg.CodeInvalidAuthorization, "nlproxy: this proxy requires TLS (connect with sslmode=require)")
 	}
@@ -109,9 +136,13 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 		return s.fatal(pg.CodeInvalidCatalogName, "nlproxy: no upstream configured for database %q", db)
 	}
 	s.log = s.log.With(zap.String("user", s.user), zap.String("database", db))
+	return nil
+}
 
-	// Client-facing errors name no host, address or role of the
-	// infrastructure; the log line has the detail.
+// connectUpstream dials the session's upstream, with the handshake's buffers
+// and deadline. Client-facing errors name no host, address or role of the
+// infrastructure; the log line has the detail.
+func (s *session) connectUpstream(ctx context.Context, deadline time.Time) (net.Conn, error) {
 	dialStart := time.Now()
 	up, err := s.route.Dial(ctx)
 	if err == nil {
@@ -119,11 +150,11 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	}
 	if err != nil {
 		s.log.Warn("cannot connect to upstream", zap.String("upstream", s.route.Address), zap.Error(err))
-		return s.fatal(pg.CodeConnectionRefused, "nlproxy: cannot connect to the database server")
+		return nil, s.fatal(pg.CodeConnectionRefused, "nlproxy: cannot connect to the database server")
 	}
 	if s.sh.setUpstream(up) {
 		up.Close()
-		return errQuiet
+		return nil, errQuiet
 	}
 	if tc, ok := up.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -131,7 +162,12 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	_ = up.SetDeadline(deadline)
 	s.sv.ur = bufio.NewReaderSize(up, handshakeBufSize)
 	s.cl.uw = newOutBuf(up, handshakeBufSize)
+	return up, nil
+}
 
+// sendStartup passes the client's startup packet upstream, naming the
+// route's database where the route overrides the client's.
+func (s *session) sendStartup(pkt startupPacket) error {
 	params := make([]param, 0, len(pkt.Params)+1)
 	for _, p := range pkt.Params {
 		if p.Name == "database" && s.route.OverrideDatabase != "" {
@@ -142,7 +178,7 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 	if s.route.OverrideDatabase != "" {
 		params = append(params, param{"database", s.route.OverrideDatabase})
 	}
-	_, err = s.cl.uw.Write(encodeStartup(pkt.Version, params))
+	_, err := s.cl.uw.Write(encodeStartup(pkt.Version, params))
 	if err == nil {
 		err = s.cl.uw.Flush()
 	}
@@ -150,11 +186,6 @@ func (s *session) startup(ctx context.Context, deadline time.Time, pkt startupPa
 		s.log.Warn("upstream lost during startup", zap.String("upstream", s.route.Address), zap.Error(err))
 		return s.fatal(pg.CodeConnectionFailure, "nlproxy: lost the connection to the database server during startup")
 	}
-	if err := s.relayAuth(); err != nil {
-		return err
-	}
-	_ = up.SetDeadline(time.Time{})
-	_ = s.client.SetDeadline(time.Time{})
 	return nil
 }
 

@@ -13,7 +13,8 @@ import (
 // A generated statement runs only as the sealed sealed.Statement, through the
 // proxy's own named statement and portal, between the Enter and Exit of a
 // guard scope; every message is queued with what to do with its replies
-// (replies.go) before it is written.
+// (queue.go) before it is written. An ask enters the stream at a synced
+// point (settleBatch) or fails at its place in it (failQuery, failParse).
 
 // ownName names the proxy's own statement and portal; placeholder is a
 // statement that never exists. Control characters keep both out of any
@@ -147,4 +148,82 @@ func (s *session) send(e expect, msg []byte) {
 func withMsg(e expect, msg byte) expect {
 	e.msg = msg
 	return e
+}
+
+// settleBatch makes sure nothing of the client's is in flight before an
+// ask, so the transaction state is known: a batch the client has not synced
+// yet is ended with a Sync of the proxy's (statements before an ask in the
+// same pipeline thus commit on their own). ok is false when that batch
+// failed: the server would skip the rest of it, ask included, and so does
+// the proxy until the client's Sync.
+func (s *session) settleBatch() (ok bool, err error) {
+	split := s.cl.batchOpen
+	if split {
+		if s.sig.tracked.Load() {
+			s.sync(actDrop, nil)
+		} else {
+			s.sig.swallowZ.Add(1)
+			s.sh.sent() // the proxy's own Sync
+			if _, err := s.cl.uw.Write(syncMsg); err != nil {
+				return false, err
+			}
+		}
+		s.cl.batchOpen = false
+	}
+	if err := s.cl.uw.Flush(); err != nil {
+		return false, err
+	}
+	if err := s.sh.waitIdle(); err != nil {
+		return false, err
+	}
+	if split && s.sh.unitFailed() {
+		s.cl.skipBatch = true
+		s.sig.tracked.Store(true)
+		return false, nil
+	}
+	s.sig.tracked.Store(true)
+	return true, nil
+}
+
+// passMarker forwards a message as the client sent it (see errCopyIn).
+func (s *session) passMarker(typ byte, msg []byte) error {
+	if s.sig.tracked.Load() {
+		s.replies.push(expect{msg: typ, act: actRelay})
+	}
+	if typ == feQuery {
+		s.onClient(feQuery, nil)
+	}
+	_, err := s.cl.uw.Write(msg)
+	return err
+}
+
+// failQuery makes a simple-protocol ask fail at its place in the stream
+// with Postgres's own error handling: a statement upstream that fails, its
+// error replaced by the proxy's.
+func (s *session) failQuery(e *pg.Error) error {
+	s.replies.push(expect{msg: feQuery, act: actRelay, sentinel: e})
+	s.onClient(feQuery, nil)
+	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
+	return err
+}
+
+// failParse does the same for a Parse: the server then skips the rest of
+// the batch, as it would after any failed Parse.
+func (s *session) failParse(name string, tail []byte, e *pg.Error) error {
+	s.replies.push(expect{msg: feParse, act: actRelay, sentinel: e})
+	s.onClient(feParse, nil)
+	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
+	return err
+}
+
+// placeholderReply queues a reply the proxy makes itself at the current
+// place in the stream (see actSynth).
+func (s *session) placeholderReply(reply []byte) error {
+	s.replies.push(expect{msg: feClose, act: actSynth, synth: reply})
+	_, err := s.cl.uw.Write(closeMsg(objStatement, placeholder))
+	return err
+}
+
+func duplicateStatement(name string) *pg.Error {
+	return &pg.Error{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
 }

@@ -125,7 +125,7 @@ func (s *session) queryAsk(text []byte) (prefix string, m Marker, err error) {
 	if err != nil || (m.Kind != MarkerNone && m.invalid == nil) || !maybeTxPrefix(text, true) {
 		return "", m, err
 	}
-	prefix, rest := splitTxPrefix(string(text))
+	prefix, rest := splitTxPrefix(string(text), s.sh.scanOptions())
 	if prefix == "" {
 		return "", m, nil
 	}
@@ -346,11 +346,6 @@ func noEngineError() *pg.Error {
 		Hint:    "Configure an engine (Ollama model) for nlproxy, or send plain SQL."}
 }
 
-// translatorError is what the client is sent for a translator's error:
-// internal/pg's one mapping (a Translator other than nlproxy's engine may
-// return any error).
-func translatorError(err error) *pg.Error { return pg.ErrorFor(err) }
-
 func (s *session) translate(m Marker) (Translation, error) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -369,4 +364,39 @@ func (s *session) translate(m Marker) (Translation, error) {
 		// client's stream is at a synced point while the ask runs.
 		Progress: func(msg string) { _ = s.sendClient(encodeNotice(s.toClient(msg))) },
 	})
+}
+
+var askFunctions = map[string]MarkerKind{
+	"ask":      MarkerAsk,
+	"ask_sql":  MarkerAskSQL,
+	"optimize": MarkerOptimize,
+}
+
+// findAskFunc asks p to parse a statement that mayHoldAskFunc. A statement
+// that does not parse, or names no nlproxy.* function, is MarkerNone
+// (Postgres answers it as it would). Misuse of the functions is a Marker
+// whose ask fails with a clear error.
+func findAskFunc(p AskFuncParser, sql string) Marker {
+	if p == nil {
+		return Marker{}
+	}
+	f, ok := p.ParseAskFunc(sql)
+	if !ok {
+		return Marker{}
+	}
+	m := Marker{Kind: MarkerAsk, Statement: sql, Question: f.Question, Profile: f.Profile, invalid: f.Err}
+	if f.Function != "" {
+		m.Kind = askFunctions[f.Function]
+	}
+	return m
+}
+
+// askFuncs is Server.AskFuncs, or else the translator as an
+// AskFuncParser; nil when neither is set.
+func (s *session) askFuncs() AskFuncParser {
+	if s.srv.AskFuncs != nil {
+		return s.srv.AskFuncs
+	}
+	p, _ := s.srv.Translator.(AskFuncParser)
+	return p
 }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"strings"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // A prepared ask lives only in the proxy's table (session.stmts): nothing
@@ -31,40 +33,17 @@ type lifecycleStmt struct {
 // EXECUTE name [(…)] and PREPARE name …. DEALLOCATE and EXECUTE count only
 // as the whole text (a Query of several statements is left to the server);
 // PREPARE fails on an ask's name whatever follows it, as on Postgres.
-func parseLifecycle(sql string) lifecycleStmt {
-	l := lexer{s: sql}
+func parseLifecycle(sql string, opts sqlscan.Options) lifecycleStmt {
+	l := newLexer(sql, opts)
 	switch strings.ToLower(l.word()) {
 	case "deallocate":
-		w := l.word()
-		if strings.EqualFold(w, "prepare") {
-			w = l.word()
-		}
-		if w == "" || !l.end() {
-			return lifecycleStmt{}
-		}
-		if strings.EqualFold(w, "all") && !l.quoted {
-			return lifecycleStmt{kind: lcDeallocateAll}
-		}
-		return lifecycleStmt{kind: lcDeallocate, name: l.ident(w)}
+		return l.deallocate()
 	case "discard":
 		if w := l.word(); strings.EqualFold(w, "all") && l.end() {
 			return lifecycleStmt{kind: lcDeallocateAll}
 		}
 	case "execute":
-		w := l.word()
-		if w == "" {
-			return lifecycleStmt{}
-		}
-		st := lifecycleStmt{kind: lcExecute, name: l.ident(w)}
-		// Postgres evaluates no arguments for a statement without
-		// parameters (an ask has none): they are skipped, not checked.
-		if l.peek() == '(' && !l.skipParens() {
-			return lifecycleStmt{}
-		}
-		if !l.end() {
-			return lifecycleStmt{}
-		}
-		return st
+		return l.execute()
 	case "prepare":
 		if w := l.word(); w != "" {
 			return lifecycleStmt{kind: lcPrepare, name: l.ident(w)}
@@ -73,87 +52,79 @@ func parseLifecycle(sql string) lifecycleStmt {
 	return lifecycleStmt{}
 }
 
-// lexer reads the few tokens parseLifecycle, splitTxPrefix and
-// deallocateAround need, skipping whitespace and comments as Postgres's
-// scanner does. It is the proxy's one SQL tokenizer, kept apart from the
-// others on purpose: the marker scanner (marker.go) only recognises a
-// marker at the head of a statement and never reads identifiers, while
-// these statements need quoted and case-folded identifiers, nested
-// comments and parenthesised arguments; pg_query's scanner would bring cgo
-// into the relay, which reads every Query with this lexer while asks are in
-// play. Whitespace is marker.go's isSpace, so both agree on where a
-// statement starts.
-type lexer struct {
-	s      string
-	quoted bool // the last word was a quoted identifier
+// deallocate reads the rest of a whole DEALLOCATE [PREPARE] name|ALL.
+func (l *lexer) deallocate() lifecycleStmt {
+	w := l.word()
+	if strings.EqualFold(w, "prepare") {
+		w = l.word()
+	}
+	switch {
+	case w == "" || !l.end():
+		return lifecycleStmt{}
+	case strings.EqualFold(w, "all") && !l.quoted:
+		return lifecycleStmt{kind: lcDeallocateAll}
+	}
+	return lifecycleStmt{kind: lcDeallocate, name: l.ident(w)}
 }
 
-func (l *lexer) skip() {
-	for {
-		l.s = l.s[skipSpace(l.s, 0):]
-		switch {
-		case strings.HasPrefix(l.s, "--"):
-			i := strings.IndexAny(l.s, "\r\n")
-			if i < 0 {
-				l.s = ""
-				return
-			}
-			l.s = l.s[i:]
-		case strings.HasPrefix(l.s, "/*"):
-			depth, i := 0, 0
-		comment:
-			for i < len(l.s) {
-				switch {
-				case strings.HasPrefix(l.s[i:], "/*"):
-					depth++
-					i += 2
-				case strings.HasPrefix(l.s[i:], "*/"):
-					depth--
-					i += 2
-				default:
-					i++
-				}
-				if depth == 0 {
-					break comment
-				}
-			}
-			l.s = l.s[i:]
-		default:
-			return
-		}
+// execute reads the rest of a whole EXECUTE name [(…)].
+func (l *lexer) execute() lifecycleStmt {
+	w := l.word()
+	if w == "" {
+		return lifecycleStmt{}
+	}
+	st := lifecycleStmt{kind: lcExecute, name: l.ident(w)}
+	// Postgres evaluates no arguments for a statement without
+	// parameters (an ask has none): they are skipped, not checked.
+	if l.peek() == '(' && !l.skipParens() {
+		return lifecycleStmt{}
+	}
+	if !l.end() {
+		return lifecycleStmt{}
+	}
+	return st
+}
+
+// lexer reads the few tokens parseLifecycle, splitTxPrefix and
+// deallocateAround need from the one SQL scanner (internal/sqlscan),
+// skipping whitespace and comments as Postgres does. The relay reads every
+// Query with it while asks are in play, so it must be cgo-free: pg_query's
+// scanner cannot serve. It reads the client's bytes in the session's
+// client_encoding and standard_conforming_strings, as the server last
+// reported them (shared.scanOptions).
+type lexer struct {
+	src    string
+	sc     sqlscan.Scanner
+	tok    sqlscan.Token // the next token that is not whitespace or a comment
+	quoted bool          // the last word was a quoted identifier
+}
+
+func newLexer(sql string, opts sqlscan.Options) lexer {
+	l := lexer{src: sql, sc: *sqlscan.NewScanner(sql, opts)}
+	l.next()
+	return l
+}
+
+// next moves to the next token that is not whitespace or a comment.
+func (l *lexer) next() {
+	for l.tok = l.sc.Next(); l.tok.Kind.Trivia(); l.tok = l.sc.Next() {
 	}
 }
 
 // word returns the next identifier or keyword ("" when there is none); a
 // quoted identifier comes back with its quotes undone.
 func (l *lexer) word() string {
-	l.skip()
 	l.quoted = false
-	if strings.HasPrefix(l.s, `"`) {
-		var b strings.Builder
-		for i := 1; i < len(l.s); i++ {
-			if l.s[i] != '"' {
-				b.WriteByte(l.s[i])
-				continue
-			}
-			if i+1 < len(l.s) && l.s[i+1] == '"' {
-				b.WriteByte('"')
-				i++
-				continue
-			}
-			l.s = l.s[i+1:]
-			l.quoted = true
-			return b.String()
-		}
-		return "" // unterminated: the server's syntax error
+	text := l.src[l.tok.Start:l.tok.End]
+	switch {
+	case l.tok.Kind == sqlscan.Ident:
+	case l.tok.Kind == sqlscan.QuotedIdent && !l.tok.Unterminated && text[0] == '"':
+		text, l.quoted = strings.ReplaceAll(text[1:len(text)-1], `""`, `"`), true
+	default:
+		return "" // U&"…", unterminated: the server's to read
 	}
-	i := 0
-	for i < len(l.s) && identByte(l.s[i], i == 0) {
-		i++
-	}
-	w := l.s[:i]
-	l.s = l.s[i:]
-	return w
+	l.next()
+	return text
 }
 
 // ident resolves the word just read as Postgres does: an unquoted
@@ -170,58 +141,50 @@ func (l *lexer) ident(w string) string {
 	}, w)
 }
 
-// skipParens skips a parenthesised list, quoted text included; false when
-// it cannot tell where the list ends (dollar quoting, no closing paren).
+// skipParens skips a parenthesised list; false when it cannot tell where
+// the list ends (no closing paren, an unterminated token).
 func (l *lexer) skipParens() bool {
-	depth := 0
-	for i := 0; i < len(l.s); i++ {
-		switch c := l.s[i]; c {
-		case '(':
+	for depth := 0; l.tok.Kind != sqlscan.EOF; l.next() {
+		text := l.src[l.tok.Start:l.tok.End]
+		switch {
+		case l.tok.Unterminated:
+			return false
+		case l.tok.Kind != sqlscan.Op:
+		case text == "(":
 			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				l.s = l.s[i+1:]
+		case text == ")":
+			if depth--; depth == 0 {
+				l.next()
 				return true
 			}
-		case '\'', '"':
-			j := strings.IndexByte(l.s[i+1:], c)
-			if j < 0 {
-				return false
-			}
-			i += j + 1 // a doubled quote is two quoted runs back to back
-		case '$', '-', '/':
-			return false // dollar quotes, comments: left to the server
 		}
 	}
 	return false
 }
 
+// peek returns the first byte of the next token, 0 at the end.
 func (l *lexer) peek() byte {
-	l.skip()
-	if l.s == "" {
+	if l.tok.Kind == sqlscan.EOF {
 		return 0
 	}
-	return l.s[0]
+	return l.src[l.tok.Start]
+}
+
+// semicolon reads a ';' if one is next, and returns the offset after it.
+func (l *lexer) semicolon() (end int, ok bool) {
+	if l.tok.Kind != sqlscan.Op || l.peek() != ';' {
+		return 0, false
+	}
+	end = l.tok.End
+	l.next()
+	return end, true
 }
 
 // end reports whether only an optional semicolon, whitespace and comments
 // are left.
 func (l *lexer) end() bool {
-	if l.peek() == ';' {
-		l.s = l.s[1:]
-	}
-	return l.peek() == 0
-}
-
-func identByte(c byte, first bool) bool {
-	switch {
-	case c == '_' || c >= 0x80 || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z'):
-		return true
-	case !first && (('0' <= c && c <= '9') || c == '$'):
-		return true
-	}
-	return false
+	l.semicolon()
+	return l.tok.Kind == sqlscan.EOF
 }
 
 // Drivers that keep a client transaction safe from a failing statement
@@ -250,27 +213,27 @@ func maybeTxPrefix(b []byte, whole bool) bool {
 // splitTxPrefix splits sql into leading transaction-control statements
 // (BEGIN, START TRANSACTION, SAVEPOINT name, RELEASE [SAVEPOINT] name), each
 // ended by ';', and what follows them; prefix is "" when there are none.
-func splitTxPrefix(sql string) (prefix, rest string) {
-	l := lexer{s: sql}
+func splitTxPrefix(sql string, opts sqlscan.Options) (prefix, rest string) {
+	l := newLexer(sql, opts)
 	end := 0
-	for l.txControl() && l.peek() == ';' {
-		l.s = l.s[1:]
-		end = len(sql) - len(l.s)
+	for l.txControl() {
+		e, ok := l.semicolon()
+		if !ok {
+			break
+		}
+		end = e
 	}
 	return sql[:end], sql[end:]
 }
 
-// txControlOnly reports whether sql holds nothing but transaction-control
-// statements (or nothing at all).
-func txControlOnly(sql string) bool {
-	l := lexer{s: sql}
-	for l.peek() != 0 {
+// txControlOnly reports whether what l has left is nothing but
+// transaction-control statements (or nothing at all).
+func (l *lexer) txControlOnly() bool {
+	for l.tok.Kind != sqlscan.EOF {
 		if !l.txControl() {
 			return false
 		}
-		if l.peek() == ';' {
-			l.s = l.s[1:]
-		} else if l.peek() != 0 {
+		if _, ok := l.semicolon(); !ok && l.tok.Kind != sqlscan.EOF {
 			return false
 		}
 	}
@@ -301,9 +264,9 @@ func (l *lexer) txControl() bool {
 // control]…", as psqlodbc sends it in a transaction ("SAVEPOINT
 // _per_query_svp_;DEALLOCATE "_PLAN0x…";RELEASE _per_query_svp_"); ok is
 // false for any other text.
-func deallocateAround(sql string) (prefix, name, suffix string, ok bool) {
-	prefix, rest := splitTxPrefix(sql)
-	l := lexer{s: rest}
+func deallocateAround(sql string, opts sqlscan.Options) (prefix, name, suffix string, ok bool) {
+	prefix, rest := splitTxPrefix(sql, opts)
+	l := newLexer(rest, opts)
 	if !strings.EqualFold(l.word(), "deallocate") {
 		return "", "", "", false
 	}
@@ -315,11 +278,15 @@ func deallocateAround(sql string) (prefix, name, suffix string, ok bool) {
 		return "", "", "", false
 	}
 	name = l.ident(w)
-	if l.peek() == ';' {
-		l.s = l.s[1:]
+	end, semi := l.semicolon()
+	if !semi && l.tok.Kind != sqlscan.EOF {
+		return "", "", "", false // more of the statement: the server's to read
 	}
-	if !txControlOnly(l.s) {
+	if !semi {
+		end = len(rest)
+	}
+	if !l.txControlOnly() {
 		return "", "", "", false
 	}
-	return prefix, name, l.s, true
+	return prefix, name, rest[end:], true
 }

@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
+)
 
 func TestParseLifecycle(t *testing.T) {
 	for _, tc := range []struct {
@@ -22,7 +26,9 @@ func TestParseLifecycle(t *testing.T) {
 		// Left to the server: several statements, what cannot be read.
 		{"DEALLOCATE a; SELECT 1", lifecycleStmt{}},
 		{"EXECUTE a; SELECT 1", lifecycleStmt{}},
-		{"EXECUTE a($$x)$$)", lifecycleStmt{}},
+		{"EXECUTE a($$x)$$, $t$'$t$, /* ) */ 1, -- )\n 2)", lifecycleStmt{kind: lcExecute, name: "a"}},
+		{"EXECUTE a$b$ (1)", lifecycleStmt{kind: lcExecute, name: "a$b$"}},
+		{"EXECUTE a('x)", lifecycleStmt{}},
 		{"EXECUTE a(1", lifecycleStmt{}},
 		{"DISCARD PLANS", lifecycleStmt{}},
 		{"DEALLOCATE", lifecycleStmt{}},
@@ -31,8 +37,31 @@ func TestParseLifecycle(t *testing.T) {
 		{"/* unterminated", lifecycleStmt{}},
 		{"", lifecycleStmt{}},
 	} {
-		if got := parseLifecycle(tc.sql); got != tc.want {
+		if got := parseLifecycle(tc.sql, sqlscan.Options{}); got != tc.want {
 			t.Errorf("parseLifecycle(%q) = %+v, want %+v", tc.sql, got, tc.want)
+		}
+	}
+}
+
+// Where a string ends depends on the session's settings, which the server
+// reports: standard_conforming_strings and the client encoding.
+func TestParseLifecycleSettings(t *testing.T) {
+	execA := lifecycleStmt{kind: lcExecute, name: "a"}
+	for _, tc := range []struct {
+		sql  string
+		opts sqlscan.Options
+		want lifecycleStmt
+	}{
+		{`EXECUTE a('x\')`, sqlscan.Options{}, execA},
+		{`EXECUTE a('x\')`, sqlscan.Options{NonStandardStrings: true}, lifecycleStmt{}},
+		{`EXECUTE a('x\'')`, sqlscan.Options{NonStandardStrings: true}, execA},
+		{`EXECUTE a(E'\'', 1)`, sqlscan.Options{}, execA},
+		// SJIS: 0x95 0x5C is one character; its second byte is no backslash.
+		{"EXECUTE a('\x95\\')", sqlscan.Options{Encoding: sqlscan.SJIS, NonStandardStrings: true}, execA},
+		{"EXECUTE a('\x95\\')", sqlscan.Options{NonStandardStrings: true}, lifecycleStmt{}},
+	} {
+		if got := parseLifecycle(tc.sql, tc.opts); got != tc.want {
+			t.Errorf("parseLifecycle(%q, %+v) = %+v, want %+v", tc.sql, tc.opts, got, tc.want)
 		}
 	}
 }
@@ -47,7 +76,7 @@ func TestSplitTxPrefix(t *testing.T) {
 		{"SAVEPOINT s", "", "SAVEPOINT s"},
 		{"SELECT 1", "", "SELECT 1"},
 	} {
-		prefix, rest := splitTxPrefix(tc.sql)
+		prefix, rest := splitTxPrefix(tc.sql, sqlscan.Options{})
 		if prefix != tc.prefix || rest != tc.rest {
 			t.Errorf("splitTxPrefix(%q) = %q, %q; want %q, %q", tc.sql, prefix, rest, tc.prefix, tc.rest)
 		}
@@ -65,8 +94,10 @@ func TestDeallocateAround(t *testing.T) {
 		{"SAVEPOINT s; DEALLOCATE a1; SELECT 1", "", "", "", false},
 		{"SAVEPOINT s; DEALLOCATE ALL", "", "", "", false},
 		{"SAVEPOINT s; SELECT 1", "", "", "", false},
+		{"DEALLOCATE a1 BEGIN", "", "", "", false}, // not one statement: the server's syntax error
+		{"DEALLOCATE a1 /* c */", "", "a1", "", true},
 	} {
-		prefix, name, suffix, ok := deallocateAround(tc.sql)
+		prefix, name, suffix, ok := deallocateAround(tc.sql, sqlscan.Options{})
 		if prefix != tc.prefix || name != tc.name || suffix != tc.suffix || ok != tc.ok {
 			t.Errorf("deallocateAround(%q) = %q, %q, %q, %v; want %q, %q, %q, %v", tc.sql, prefix, name, suffix, ok, tc.prefix, tc.name, tc.suffix, tc.ok)
 		}
@@ -100,11 +131,11 @@ func FuzzParseLifecycle(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, sql string) {
-		if prefix, rest := splitTxPrefix(sql); prefix+rest != sql {
+		if prefix, rest := splitTxPrefix(sql, sqlscan.Options{}); prefix+rest != sql {
 			t.Fatalf("%q: split into %q and %q", sql, prefix, rest)
 		}
-		_, _, _, _ = deallocateAround(sql)
-		st := parseLifecycle(sql) // must not panic or loop
+		_, _, _, _ = deallocateAround(sql, sqlscan.Options{})
+		st := parseLifecycle(sql, sqlscan.Options{}) // must not panic or loop
 		if st.kind == lcNone && st.name != "" {
 			t.Fatalf("%q: a name without a kind", sql)
 		}

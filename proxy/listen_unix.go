@@ -88,41 +88,56 @@ func createSocketLock(lock, sock, dir string, port int) error {
 	for attempt := 0; ; attempt++ {
 		f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
-			_, werr := f.WriteString(content)
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				_ = os.Remove(lock)
-				return fmt.Errorf("proxy: writing lock file: %w", werr)
-			}
-			return nil
+			return fillLock(f, lock, content)
 		}
 		if !errors.Is(err, fs.ErrExist) || attempt >= 10 {
 			return fmt.Errorf("proxy: lock file: %w", err)
 		}
-		data, err := os.ReadFile(lock)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("proxy: lock file: %w", err)
-		}
-		first, _, _ := strings.Cut(string(data), "\n")
-		pid, err := strconv.Atoi(strings.TrimSpace(first))
-		if err != nil || pid <= 0 {
-			return fmt.Errorf("proxy: lock file %s is empty or corrupt: another server may be starting; if not, remove it", lock)
-		}
-		if pid != os.Getpid() && pid != os.Getppid() && processAlive(pid) {
-			return fmt.Errorf("proxy: unix socket %s is in use: lock file %s belongs to running process %d", sock, lock, pid)
-		}
-		if socketAnswers(sock) {
-			return fmt.Errorf("proxy: unix socket %s is in use (a server answers on it; lock file %s names process %d)", sock, lock, pid)
-		}
-		if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("proxy: removing stale lock file: %w", err)
+		if err := removeStaleLock(lock, sock); err != nil {
+			return err
 		}
 	}
+}
+
+// fillLock fills the lock file just created, and removes it again when
+// that fails.
+func fillLock(f *os.File, lock, content string) error {
+	_, werr := f.WriteString(content)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		_ = os.Remove(lock)
+		return fmt.Errorf("proxy: writing lock file: %w", werr)
+	}
+	return nil
+}
+
+// removeStaleLock removes an existing lock file, unless the server it names
+// may still be running; a lock file removed meanwhile is gone already.
+func removeStaleLock(lock, sock string) error {
+	data, err := os.ReadFile(lock)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("proxy: lock file: %w", err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("proxy: lock file %s is empty or corrupt: another server may be starting; if not, remove it", lock)
+	}
+	if pid != os.Getpid() && pid != os.Getppid() && processAlive(pid) {
+		return fmt.Errorf("proxy: unix socket %s is in use: lock file %s belongs to running process %d", sock, lock, pid)
+	}
+	if socketAnswers(sock) {
+		return fmt.Errorf("proxy: unix socket %s is in use (a server answers on it; lock file %s names process %d)", sock, lock, pid)
+	}
+	if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("proxy: removing stale lock file: %w", err)
+	}
+	return nil
 }
 
 func processAlive(pid int) bool {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // MarkerKind says which natural-language form a statement carries.
@@ -71,70 +72,79 @@ type Marker struct {
 // by SQL) is an ask that fails with "the question is empty". Ordinary SQL is
 // rejected after looking at its first non-space bytes.
 func ParseMarker(sql string) Marker {
-	i := skipSpace(sql, 0)
-	if i+3 > len(sql) {
-		return Marker{}
+	sc := sqlscan.NewScanner(sql, sqlscan.Options{})
+	tok := sc.Next()
+	if tok.Kind == sqlscan.Space {
+		tok = sc.Next()
 	}
-	switch sql[i] {
-	case '-':
-		if sql[i+1] != '-' {
+	switch tok.Kind {
+	case sqlscan.LineComment:
+		return lineMarker(sql[tok.Start+2:])
+	case sqlscan.BlockComment:
+		if tok.Unterminated {
 			return Marker{}
 		}
-		kind, profile, rest, ok := markerKeyword(sql[i+2:])
-		if !ok {
-			return Marker{}
+		return blockMarker(sql[tok.Start+2:tok.End-2], sql[tok.End:])
+	case sqlscan.Ident:
+		if strings.EqualFold(sql[tok.Start:tok.End], "ask") {
+			return askMarker(sql[tok.End:])
 		}
-		if kind == MarkerOptimize {
-			// SQL: a later line starting with "--" is its own comment, and
-			// dropping the dashes would make it code (an alias, a filter).
-			return finish(kind, profile, rest)
-		}
-		return finish(kind, profile, joinCommentLines(rest))
-	case '/':
-		if sql[i+1] != '*' {
-			return Marker{}
-		}
-		kind, profile, rest, ok := markerKeyword(sql[i+2:])
-		if !ok {
-			return Marker{}
-		}
-		end := strings.Index(rest, "*/")
-		if end < 0 {
-			return Marker{}
-		}
-		q := strings.TrimSpace(rest[:end])
-		if after := trimQuestion(rest[end+2:]); after != "" {
-			switch {
-			case q == "" && kind != MarkerOptimize && looksLikeSQL(after):
-				// `/* ask: */ SELECT 1;` asks nothing: SQL is not a question.
-				return finish(kind, profile, "")
-			case q == "":
-				q = after
-			default:
-				q += "\n" + after
-			}
-		}
-		return finish(kind, profile, q)
-	case 'a', 'A':
-		if !strings.EqualFold(sql[i:i+3], "ask") {
-			return Marker{}
-		}
-		rest := sql[i+3:]
-		if trimQuestion(rest) == "" {
-			return finish(MarkerAsk, "", "") // `ASK;`: an empty question
-		}
-		profile := ""
-		if rest[0] == '(' {
-			var ok bool
-			if profile, rest, ok = markerProfile(rest); !ok {
-				return Marker{}
-			}
-		} else if !isSpace(rest[0]) {
-			return Marker{}
-		}
-		return finish(MarkerAsk, profile, rest)
 	}
 	return Marker{}
+}
+
+// lineMarker reads `-- ask: q` (s follows the dashes): the question is the
+// rest of the text.
+func lineMarker(s string) Marker {
+	kind, profile, rest, ok := markerKeyword(s)
+	switch {
+	case !ok:
+		return Marker{}
+	case kind == MarkerOptimize:
+		// SQL: a later line starting with "--" is its own comment, and
+		// dropping the dashes would make it code (an alias, a filter).
+		return finish(kind, profile, rest)
+	}
+	return finish(kind, profile, joinCommentLines(rest))
+}
+
+// blockMarker reads `/* ask: q */ after`: inside is the comment's text
+// (nested comments included), after what follows it.
+func blockMarker(inside, after string) Marker {
+	kind, profile, rest, ok := markerKeyword(inside)
+	if !ok {
+		return Marker{}
+	}
+	q := strings.TrimSpace(rest)
+	after = trimQuestion(after)
+	switch {
+	case after == "":
+	case q == "" && kind != MarkerOptimize && looksLikeSQL(after):
+		// `/* ask: */ SELECT 1;` asks nothing: SQL is not a question.
+		return finish(kind, profile, "")
+	case q == "":
+		q = after
+	default:
+		q += "\n" + after
+	}
+	return finish(kind, profile, q)
+}
+
+// askMarker reads `ASK q` or `ASK(profile) q` (rest follows the keyword).
+func askMarker(rest string) Marker {
+	if trimQuestion(rest) == "" {
+		return finish(MarkerAsk, "", "") // `ASK;`: an empty question
+	}
+	profile := ""
+	if rest[0] == '(' {
+		var ok bool
+		if profile, rest, ok = markerProfile(rest); !ok {
+			return Marker{}
+		}
+	} else if !isSpace(rest[0]) {
+		return Marker{}
+	}
+	return finish(MarkerAsk, profile, rest)
 }
 
 // mightAskPrefix is how much of a Query or Parse body mightAsk needs when
@@ -192,39 +202,44 @@ func maybeMarker(b []byte) bool {
 	return false
 }
 
+// markerWords are the marker keywords after a comment opener, longest
+// first where one starts another.
+var markerWords = [...]struct {
+	word string
+	kind MarkerKind
+}{{"optimize", MarkerOptimize}, {"ask-sql", MarkerAskSQL}, {"ask", MarkerAsk}}
+
 // markerKeyword parses `ask:`, `ask-sql:` or either with `(<profile>)`,
 // or `optimize:`, after the comment opener.
 func markerKeyword(s string) (kind MarkerKind, profile, rest string, ok bool) {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	s = s[i:]
-	if len(s) >= 9 && strings.EqualFold(s[:8], "optimize") {
-		if rest := strings.TrimLeft(s[8:], " \t"); rest != "" && rest[0] == ':' {
-			return MarkerOptimize, "", rest[1:], true
+	s = trimBlanks(s)
+	for _, w := range markerWords {
+		if len(s) > len(w.word) && strings.EqualFold(s[:len(w.word)], w.word) {
+			kind, s = w.kind, s[len(w.word):]
+			break
 		}
+	}
+	if kind == MarkerNone {
 		return MarkerNone, "", "", false
 	}
-	if len(s) < 4 || !strings.EqualFold(s[:3], "ask") {
-		return MarkerNone, "", "", false
-	}
-	kind = MarkerAsk
-	s = s[3:]
-	if len(s) >= 4 && strings.EqualFold(s[:4], "-sql") {
-		kind = MarkerAskSQL
-		s = s[4:]
-	}
-	if s != "" && s[0] == '(' {
+	if s[0] == '(' && kind != MarkerOptimize {
 		if profile, s, ok = markerProfile(s); !ok {
 			return MarkerNone, "", "", false
 		}
 	}
-	s = strings.TrimLeft(s, " \t")
+	s = trimBlanks(s)
 	if s == "" || s[0] != ':' {
 		return MarkerNone, "", "", false
 	}
 	return kind, profile, s[1:], true
+}
+
+// trimBlanks drops leading spaces and tabs (a loop: this runs per marker).
+func trimBlanks(s string) string {
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	return s
 }
 
 // maxProfileName bounds the word in `ask(<profile>)`.
@@ -295,13 +310,6 @@ func trimQuestion(q string) string {
 		q = strings.TrimSpace(q[:len(q)-1])
 	}
 	return q
-}
-
-func skipSpace(s string, i int) int {
-	for i < len(s) && isSpace(s[i]) {
-		i++
-	}
-	return i
 }
 
 func isSpace(c byte) bool {

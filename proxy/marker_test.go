@@ -26,6 +26,10 @@ func TestParseMarker(t *testing.T) {
 		{"/* ask: orders */ ;", MarkerAsk, "orders", ""},
 		{"/*ask-sql: q1*/", MarkerAskSQL, "q1", ""},
 		{"/* ask: */ how many rows;", MarkerAsk, "how many rows", ""},
+		// Comments nest, as on the server: the question is all of the outer one.
+		{"/* ask: rows /* of t */ today */ please", MarkerAsk, "rows /* of t */ today\nplease", ""},
+		{"/* ask: rows /* of t */", MarkerNone, "", ""},
+		{"ask$ q", MarkerNone, "", ""},
 		// Empty questions, every form: an ask that fails (see TestEmptyQuestion).
 		{"/* ask: */;", MarkerAsk, "", ""},
 		{"/* ask: */ SELECT 1;", MarkerAsk, "", ""},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap/zaptest"
@@ -29,8 +30,8 @@ import (
 // test that needs them (needPG; each takes ~1-2 s), so the fuzz targets that
 // need none (and their worker processes) start none. Tests only read these.
 var (
-	scramPG *pgtest.Cluster // scram-sha-256, TLS on
-	trustPG *pgtest.Cluster // trust, no TLS
+	scramPG *pgcluster.Cluster // scram-sha-256, TLS on
+	trustPG *pgcluster.Cluster // trust, no TLS
 	pgOnce  sync.Once
 	pgErr   error
 )
@@ -49,10 +50,10 @@ func TestMain(m *testing.M) {
 func startPG() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if scramPG, pgErr = pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256", TLS: true}); pgErr != nil {
+	if scramPG, pgErr = pgtest.Start(ctx, pgcluster.Options{AuthMethod: "scram-sha-256", TLS: true}); pgErr != nil {
 		return
 	}
-	trustPG, pgErr = pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust"})
+	trustPG, pgErr = pgtest.Start(ctx, pgcluster.Options{AuthMethod: "trust"})
 }
 
 // needPG makes the shared clusters available, or skips the test when this
@@ -144,11 +145,11 @@ func queryInt(t *testing.T, c *pgx.Conn, sql string, args ...any) int64 {
 func TestAuth(t *testing.T) {
 	needPG(t)
 	ctx := context.Background()
-	md5PG := pgtest.New(t, pgtest.Options{AuthMethod: "md5"})
+	md5PG := pgtest.New(t, pgcluster.Options{AuthMethod: "md5"})
 	tlsCfg, _ := proxyTLS(t)
 	for _, tc := range []struct {
 		name    string
-		pg      *pgtest.Cluster
+		pg      *pgcluster.Cluster
 		proxyTL bool
 	}{
 		{"trust", trustPG, false},
@@ -335,7 +336,7 @@ func trustServer(t *testing.T, srv *Server) (*Server, string) {
 
 // connectDirect is a superuser connection straight to cluster, closed at the
 // end of the test.
-func connectDirect(t *testing.T, cluster *pgtest.Cluster) *pgx.Conn {
+func connectDirect(t *testing.T, cluster *pgcluster.Cluster) *pgx.Conn {
 	t.Helper()
 	c, err := cluster.Connect(context.Background(), "postgres")
 	if err != nil {

@@ -1,14 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
@@ -145,14 +142,6 @@ func (s *session) peekInspected(typ byte, n int) ([]byte, error) {
 	return b[5:], nil
 }
 
-// drainClose ends a session that the server's draining left idle, after
-// the ReadyForQuery that made it so (cw held).
-func (s *session) drainClose() {
-	_, _ = s.cw.Write(encodeError(shutdownError()))
-	_ = s.cw.Flush()
-	s.close()
-}
-
 // plainSpan returns the length of the run of complete messages at the start
 // of the upstream read buffer that change nothing (serverChanges), and how
 // many messages it holds.
@@ -171,78 +160,6 @@ func (s *session) plainSpan() (span, msgs int) {
 		msgs++
 	}
 	return off, msgs
-}
-
-// noteParameter records a ParameterStatus body.
-func (s *session) noteParameter(body []byte) {
-	name, rest, ok := cstring(body)
-	if !ok {
-		return
-	}
-	value, _, ok := cstring(rest)
-	if !ok {
-		return
-	}
-	if name == "client_encoding" {
-		s.sh.setEncoding(value)
-	}
-}
-
-// upstreamLost reports a broken upstream to the client (unless we are closing).
-func (s *session) upstreamLost(locked bool, err error) {
-	if !s.sh.isClosing() && !s.sv.upstreamFatal {
-		s.log.Info("lost the upstream connection", zap.String("upstream", s.route.Address), zap.Error(err))
-		if !locked {
-			s.cw.mu.Lock()
-		}
-		_, _ = s.cw.Write(encodeError(&pg.Error{Severity: "FATAL", Code: pg.CodeConnectionFailure,
-			Message: "nlproxy: lost the connection to the database server"}))
-		_ = s.cw.Flush()
-		if !locked {
-			s.cw.mu.Unlock()
-		}
-	}
-	s.close()
-}
-
-// watchTags: command tags are read when DDL refreshes the catalog or a
-// session may hold a conversation (DISCARD ALL empties it).
-func (srv *Server) watchTags() bool { return srv.OnDDL != nil || srv.Translator != nil }
-
-// noteTag acts on a CommandComplete tag: DDL refreshes the catalog, DISCARD
-// ALL forgets the session's conversation.
-func (s *session) noteTag(tag []byte) {
-	tag = bytes.TrimRight(tag, "\x00")
-	if string(tag) == "DISCARD ALL" {
-		s.conv.Reset()
-		return
-	}
-	if s.srv.OnDDL == nil {
-		return
-	}
-	for _, p := range []string{"CREATE ", "ALTER ", "DROP ", "COMMENT"} {
-		if bytes.HasPrefix(tag, []byte(p)) {
-			go s.srv.OnDDL(s.database, string(tag))
-			return
-		}
-	}
-}
-
-func fatalSeverity(body []byte) bool {
-	for len(body) > 1 && body[0] != 0 {
-		field := body[0]
-		end := bytes.IndexByte(body[1:], 0)
-		if end < 0 {
-			return false
-		}
-		if v := string(body[1 : 1+end]); field == 'V' || field == 'S' {
-			if v == "FATAL" || v == "PANIC" {
-				return true
-			}
-		}
-		body = body[2+end:]
-	}
-	return false
 }
 
 // clientLoop relays client → upstream: untracked through clientRequest,
@@ -316,18 +233,6 @@ func (s *session) clientRequest(typ byte, n int) error {
 	return relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush)
 }
 
-// terminate passes the client's Terminate on and ends the session. The
-// session counts as closing first: the upstream then closes its end, and
-// that must not reach the client as a lost connection.
-func (s *session) terminate(n int) error {
-	s.onClient(feTerminate, nil)
-	if err := relayN(s.cl.cr, s.cl.uw, 5+n, s.cl.uw.Flush); err != nil {
-		return err
-	}
-	_ = s.cl.uw.Flush()
-	return errQuiet
-}
-
 // waitClient blocks until the client sends something, enforcing idle timeouts.
 func (s *session) waitClient() error {
 	idleT, txT := s.srv.IdleTimeout, s.srv.IdleInTransactionTimeout
@@ -335,10 +240,7 @@ func (s *session) waitClient() error {
 		_, err := s.cl.cr.Peek(1)
 		return err
 	}
-	poll := idleT
-	if poll <= 0 || (txT > 0 && txT < poll) {
-		poll = txT
-	}
+	poll := minTimeout(idleT, txT)
 	for {
 		idle, tx, last := s.sh.idleState()
 		limit := idleT
@@ -349,22 +251,45 @@ func (s *session) waitClient() error {
 		if idle && limit > 0 {
 			deadline = last.Add(limit)
 		}
-		_ = s.client.SetReadDeadline(deadline)
-		_, err := s.cl.cr.Peek(1)
-		if err == nil {
-			_ = s.client.SetReadDeadline(time.Time{})
-			s.sh.touch()
-			return nil
-		}
-		var ne net.Error
-		if !errors.As(err, &ne) || !ne.Timeout() {
+		if done, err := s.peekClient(deadline); done {
 			return err
 		}
 		if idle && limit > 0 && !time.Now().Before(deadline) {
-			if tx == txIdle {
-				return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
-			}
-			return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")
+			return s.idleTimeout(tx)
 		}
 	}
+}
+
+// peekClient waits until deadline for the client's next byte. done: it came
+// (err nil), or the read failed for another reason than the deadline.
+func (s *session) peekClient(deadline time.Time) (done bool, err error) {
+	_ = s.client.SetReadDeadline(deadline)
+	_, err = s.cl.cr.Peek(1)
+	if err == nil {
+		_ = s.client.SetReadDeadline(time.Time{})
+		s.sh.touch()
+		return true, nil
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return true, err
+	}
+	return false, nil
+}
+
+// idleTimeout ends a session idle past its limit, with Postgres's own code
+// for the state it idled in.
+func (s *session) idleTimeout(tx byte) error {
+	if tx == txIdle {
+		return s.fatal(pg.CodeIdleSessionTimeout, "terminating connection due to idle-session timeout (nlproxy)")
+	}
+	return s.fatal(pg.CodeIdleInTransactionTimeout, "terminating connection due to idle-in-transaction timeout (nlproxy)")
+}
+
+// minTimeout is the shorter of two timeouts, where zero or less is none.
+func minTimeout(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -16,115 +15,6 @@ import (
 // what to do with its replies, and the server loop attributes each reply to
 // the head of that queue. This one queue replaces the three mechanisms the
 // relay had (error rewrites, swallowed command tags, executor capture).
-
-// replyAct says what happens to the replies to one message sent upstream.
-type replyAct uint8
-
-const (
-	// actRelay: replies go to the client as they are.
-	actRelay replyAct = iota
-	// actRelayBody: as actRelay, but the ReadyForQuery is the proxy's (the
-	// client's Query goes on with an ask; see askQueryAfter).
-	actRelayBody
-	// actDrop: the proxy's own statement; replies are dropped, errors go to
-	// the sink if there is one, else to the client.
-	actDrop
-	// actCapture: replies go to the sink (an executor's trial run).
-	actCapture
-	// actSynth: a placeholder (Close of a statement that never exists) whose
-	// one reply is replaced by synth, so proxy-made replies keep their
-	// place in the stream and are skipped after an error like the server's.
-	actSynth
-	// actSpool: the rows of a row-limited ask's run go to a spool (see
-	// spool.go); errors go to the client.
-	actSpool
-)
-
-// expect is one message sent upstream and what to do with its replies.
-type expect struct {
-	msg   byte // frontend message type: P B D E C S Q F
-	act   replyAct
-	synth []byte
-	// synthFn, when set, makes synth when the reply arrives (a spooled
-	// portion: its rows are known only then).
-	synthFn func() []byte
-	sink    *sink
-	spool   *rowSpool
-	// sentinel replaces the server's error to the sentinel statement that
-	// stands in for a failed marker statement.
-	sentinel *pg.Error
-}
-
-// ends reports whether backend message typ completes the replies to a
-// frontend message msg (ErrorResponse is handled apart).
-func ends(msg, typ byte) bool {
-	switch msg {
-	case feParse:
-		return typ == beParseComplete
-	case feBind:
-		return typ == beBindComplete
-	case feClose:
-		return typ == beCloseComplete
-	case feDescribe:
-		return typ == beRowDescription || typ == beNoData
-	case feExecute:
-		return typ == beCommandComplete || typ == bePortalSuspended || typ == beEmptyQueryResponse
-	case feSync, feQuery, feFunctionCall:
-		return typ == beReadyForQuery
-	}
-	return false
-}
-
-// replyQueue is the FIFO of expectations. The client goroutine appends
-// before it writes the message; the server goroutine consumes.
-type replyQueue struct {
-	mu sync.Mutex
-	q  []expect
-}
-
-func (r *replyQueue) push(es ...expect) {
-	r.mu.Lock()
-	r.q = append(r.q, es...)
-	r.mu.Unlock()
-}
-
-func (r *replyQueue) head() (expect, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.q) == 0 {
-		return expect{}, false
-	}
-	return r.q[0], true
-}
-
-func (r *replyQueue) pop() {
-	r.mu.Lock()
-	r.q = r.q[1:]
-	if len(r.q) == 0 {
-		r.q = nil
-	}
-	r.mu.Unlock()
-}
-
-// skipToSync drops the expectations of messages the server skipped after
-// an error in an extended-protocol batch (everything up to the Sync).
-func (r *replyQueue) skipToSync() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.q) > 0 && r.q[0].msg != feSync {
-		r.q = r.q[1:]
-	}
-}
-
-func (r *replyQueue) empty() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.q) == 0
-}
-
-// maxInspected bounds a message the proxy reads whole to look inside
-// (errors, notices, parameter status, row descriptions it captures).
-const maxInspected = 1 << 20
 
 // trackedReply handles one upstream message in tracked mode: what it does
 // to the session is onServer's; here is where it goes (the head of the
@@ -329,47 +219,6 @@ func truncate(s string, n int) string {
 func isSentinelError(body []byte) bool {
 	pe := pgErrorFromBody(body)
 	return pe.Code == pg.CodeSyntaxError && strings.Contains(pe.Message, sentinelSQL)
-}
-
-// noteDiscard forgets the proxy's prepared ask statements when the client
-// drops every prepared statement at once (they are gone upstream too).
-func (s *session) noteDiscard(tag []byte) {
-	switch strings.TrimRight(string(tag), "\x00") {
-	case "DISCARD ALL":
-		s.sig.discarded.Store(discardAll)
-	case "DEALLOCATE ALL":
-		s.sig.discarded.CompareAndSwap(0, deallocateAll)
-	}
-}
-
-// Values of sideSignals.discarded.
-const (
-	deallocateAll = 1 + iota
-	discardAll
-)
-
-// sink collects the replies of one trial run.
-type sink struct {
-	lim      pg.Limits
-	rows     pg.Rows
-	size     int
-	tooLarge bool
-	err      *pg.Error
-	status   byte
-	done     chan struct{}
-}
-
-func newSink(lim pg.Limits) *sink { return &sink{lim: lim, done: make(chan struct{})} }
-
-func (k *sink) fail(e *pg.Error) {
-	if k.err == nil {
-		k.err = e
-	}
-}
-
-func (k *sink) finish(status byte) {
-	k.status = status
-	close(k.done)
 }
 
 // capture hands one reply of a trial run's statement to its sink, keeping

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,14 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 
+	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
-
-// errQuiet ends a session without further reporting (e.g. a CancelRequest).
-var errQuiet = errors.New("proxy: connection done")
 
 // session is one client connection and its upstream connection.
 //
@@ -35,7 +33,7 @@ var errQuiet = errors.New("proxy: connection done")
 //   - sig holds the few lock-free signals between the sides and the relay's
 //     counters;
 //   - cw, the writer to the client, is used by whoever holds its lock, and
-//     replies, the tracked reply queue, has its own lock (replies.go).
+//     replies, the tracked reply queue, has its own lock (queue.go).
 //
 // One goroutine (run) does the handshake, owning both sides. A plaintext
 // session on Linux is then first relayed by an event loop (evloop_linux.go):
@@ -160,34 +158,6 @@ func newSession(srv *Server, conn net.Conn) *session {
 	return s
 }
 
-func (s *session) run() {
-	defer s.close()
-	s.log.Info("connection accepted")
-	hctx, cancel := context.WithTimeout(s.ctx, s.srv.handshakeTimeout())
-	err := s.handshake(hctx)
-	cancel()
-	if err != nil {
-		s.auditStartupFailure(err)
-		return
-	}
-	s.auditReady()
-	defer s.auditEnd()
-	if !s.loopRelay() {
-		return
-	}
-	s.growBuffers()
-	serverDone := make(chan struct{})
-	go func() {
-		defer close(serverDone)
-		s.serverLoop()
-	}()
-	if err := s.clientLoop(); err != nil && !errors.Is(err, errQuiet) && !s.sh.isClosing() {
-		s.log.Debug("client loop ended", zap.Error(err))
-	}
-	s.close()
-	<-serverDone
-}
-
 // growBuffers gives the goroutine relay full-size buffers. A reader wraps the
 // handshake's (which holds what is already read; with its buffer empty it
 // reads straight into the outer one); the upstream writer is empty here.
@@ -240,10 +210,6 @@ func (s *session) fatal(code, format string, args ...any) error {
 	return e
 }
 
-func shutdownError() *pg.Error {
-	return &pg.Error{Severity: "FATAL", Code: pg.CodeAdminShutdown, Message: "terminating connection due to administrator command (nlproxy shutting down)"}
-}
-
 // drain ends the session once it is idle (Shutdown): now if it is, else
 // at the ReadyForQuery that leaves it idle (noteReady), or, on the event
 // loop, when the loop finds it idle.
@@ -266,4 +232,74 @@ func (s *session) cancelUpstream(ctx context.Context) error {
 		return nil
 	}
 	return sendCancel(ctx, s.route.Address, pid, secret)
+}
+
+// askStmt is a prepared statement the client made from a marker Parse. It
+// lives in the proxy's table only: the sealed statement is prepared
+// upstream, as the proxy's own statement, just for the Bind or Describe
+// that needs it and closed right after, so no name upstream reaches it
+// (EXECUTE, a Bind by name) around the read-only scope, and its lifecycle
+// (Close, DEALLOCATE, re-Parse) is the proxy's to answer as Postgres would.
+type askStmt struct {
+	stmt    sealed.Statement
+	tail    []byte // the client's Parse: parameter types
+	timeout time.Duration
+	// rows, when set, is an ask-sql answer the proxy serves itself.
+	rows *StaticResult
+}
+
+// askPortal is a portal bound to an askStmt.
+type askPortal struct {
+	stmt *askStmt
+	// perExecute: bound inside the client's transaction block, so every
+	// Execute gets its own read-only savepoint (idle, the batch's implicit
+	// transaction was made read-only at the Bind).
+	perExecute bool
+	// bind, in a transaction block, is the client's Bind, never made
+	// upstream: each Execute binds the proxy's own portal inside its
+	// savepoint, which ends it, so no portal of the ask outlives the scope
+	// (FETCH names portals too).
+	bind *pgproto3.Bind
+	// spool: after a partial Execute (row limit) in a transaction block,
+	// the rows its one run inside the scope returned (spool.go).
+	spool   *rowSpool
+	formats []int16 // result formats asked by the Bind (emulated rows)
+	pos     int     // emulated rows already sent
+}
+
+// Values of sideSignals.discarded.
+const (
+	deallocateAll = 1 + iota
+	discardAll
+)
+
+// drainClose ends a session that the server's draining left idle, after
+// the ReadyForQuery that made it so (cw held).
+func (s *session) drainClose() {
+	_, _ = s.cw.Write(encodeError(shutdownError()))
+	_ = s.cw.Flush()
+	s.close()
+}
+
+func (s *session) readMsg(n int) ([]byte, error) {
+	msg := make([]byte, 5+n)
+	_, err := io.ReadFull(s.cl.cr, msg)
+	return msg, err
+}
+
+// upstreamLost reports a broken upstream to the client (unless we are closing).
+func (s *session) upstreamLost(locked bool, err error) {
+	if !s.sh.isClosing() && !s.sv.upstreamFatal {
+		s.log.Info("lost the upstream connection", zap.String("upstream", s.route.Address), zap.Error(err))
+		if !locked {
+			s.cw.mu.Lock()
+		}
+		_, _ = s.cw.Write(encodeError(&pg.Error{Severity: "FATAL", Code: pg.CodeConnectionFailure,
+			Message: "nlproxy: lost the connection to the database server"}))
+		_ = s.cw.Flush()
+		if !locked {
+			s.cw.mu.Unlock()
+		}
+	}
+	s.close()
 }

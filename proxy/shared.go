@@ -4,7 +4,10 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // shared is the part of a session's state that more than one goroutine
@@ -31,14 +34,15 @@ type shared struct {
 	connsClosed bool   // close has closed the connections it found
 
 	// The server's progress, for asks that must know the transaction state.
-	unitsSent      uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
-	unitsDone      uint64 // ReadyForQuery received
-	txStatus       byte
-	lastActive     time.Time
-	lastUnitFailed bool   // the unit the last ReadyForQuery ended had an error
-	copyIn         bool   // the server waits for COPY data from the client
-	clientEncoding string // from ParameterStatus
-	xacts          uint64 // returns to idle, for metrics
+	unitsSent          uint64 // Query/Sync/FunctionCall sent upstream (each yields one ReadyForQuery)
+	unitsDone          uint64 // ReadyForQuery received
+	txStatus           byte
+	lastActive         time.Time
+	lastUnitFailed     bool // the unit the last ReadyForQuery ended had an error
+	copyIn             bool // the server waits for COPY data from the client
+	clientEncoding     string
+	nonStandardStrings bool   // standard_conforming_strings = off // from ParameterStatus
+	xacts              uint64 // returns to idle, for metrics
 
 	translating bool
 	cancelTr    context.CancelFunc
@@ -150,6 +154,22 @@ func (sh *shared) setEncoding(enc string) {
 	sh.mu.Lock()
 	sh.clientEncoding = enc
 	sh.mu.Unlock()
+}
+
+// setNonStandardStrings records standard_conforming_strings = off, which
+// the server reports at startup and after every change.
+func (sh *shared) setNonStandardStrings(off bool) {
+	sh.mu.Lock()
+	sh.nonStandardStrings = off
+	sh.mu.Unlock()
+}
+
+// scanOptions is how the session's SQL text reads: its client_encoding
+// and standard_conforming_strings.
+func (sh *shared) scanOptions() sqlscan.Options {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sqlscan.Options{NonStandardStrings: sh.nonStandardStrings, Encoding: sqlscan.EncodingOf(sh.clientEncoding)}
 }
 
 func (sh *shared) encoding() string {
@@ -330,4 +350,23 @@ func (sh *shared) leaveLoop(traffic *countingConn, client, up net.Conn) (gone bo
 		traffic.Conn, sh.upConn = client, up
 	}
 	return false
+}
+
+// countingConn counts the bytes a client connection carries: one atomic add
+// per read or write system call, which the relay batches anyway.
+type countingConn struct {
+	net.Conn
+	in, out atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.out.Add(int64(n))
+	return n, err
 }

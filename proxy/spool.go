@@ -1,10 +1,6 @@
 package proxy
 
 import (
-	"fmt"
-
-	"github.com/jackc/pgx/v5/pgproto3"
-
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
 )
@@ -22,19 +18,6 @@ import (
 // Execute runs the whole statement inside the scope, as every other run
 // does, and keeps its DataRows here; that Execute and the later ones are
 // answered from the spool in the portions the client asked for.
-
-// maxSpoolBytes bounds the row data one spooled portal holds: rows beyond
-// it are not kept, and the Execute that would have sent them fails (54000).
-const maxSpoolBytes = 32 << 20
-
-// rowSpool holds one spooled portal's rows. The server goroutine fills it
-// (spoolReply) and answers Executes from it (portion), in reply order; the
-// client goroutine only makes it.
-type rowSpool struct {
-	rows     [][]byte // whole DataRow messages, not yet sent
-	size     int
-	tooLarge bool
-}
 
 // spooledExecute answers an Execute of p's portal with at most maxRows rows
 // (0: the rest), running the statement inside the scope on the first one.
@@ -83,34 +66,4 @@ func (s *session) spoolReply(sp *rowSpool, typ byte, n int) error {
 	sp.size += n
 	sp.rows = append(sp.rows, appendMsg(nil, beDataRow, body))
 	return nil
-}
-
-// portion is the reply to one Execute: up to maxRows rows (0: all left),
-// then PortalSuspended while rows remain, else the SELECT tag of the rows
-// this Execute sent, as Postgres tags a resumed portal.
-func (sp *rowSpool) portion(maxRows int) []byte {
-	if sp.tooLarge {
-		sp.rows = nil
-		return encodeError(spoolTooLarge())
-	}
-	n := len(sp.rows)
-	if maxRows > 0 && maxRows < n {
-		n = maxRows
-	}
-	var out []byte
-	for _, r := range sp.rows[:n] {
-		out = append(out, r...)
-	}
-	clear(sp.rows[:n]) // sent rows are not held
-	sp.rows = sp.rows[n:]
-	if len(sp.rows) > 0 {
-		return append(out, mustEncode(&pgproto3.PortalSuspended{})...)
-	}
-	return append(out, mustEncode(&pgproto3.CommandComplete{CommandTag: fmt.Appendf(nil, "SELECT %d", n)})...)
-}
-
-func spoolTooLarge() *pg.Error {
-	return &pg.Error{Severity: "ERROR", Code: pg.CodeProgramLimitExceeded,
-		Message: fmt.Sprintf("nlproxy: the answer's rows exceed %d MiB, the most a row-limited fetch inside a transaction block may hold", maxSpoolBytes>>20),
-		Hint:    "Fetch the answer without a row limit (no fetch size), outside a transaction block, or ask for fewer rows."}
 }

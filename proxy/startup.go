@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 )
 
@@ -17,9 +16,6 @@ const (
 	// maxSecretLen is the longest cancel secret protocol 3.2 allows.
 	maxSecretLen = 256
 )
-
-// ErrProtocol marks a malformed or unsupported client message.
-var ErrProtocol = errors.New("proxy: protocol violation")
 
 type startupKind int
 
@@ -81,35 +77,51 @@ func parseStartup(body []byte) (startupPacket, error) {
 			Secret: append([]byte(nil), rest[4:]...),
 		}, nil
 	}
-	if code>>16 != protoMajor3 {
-		return startupPacket{}, fmt.Errorf("%w: unsupported frontend protocol %d.%d", ErrProtocol, code>>16, code&0xffff)
+	return parseStartupMessage(code, rest)
+}
+
+// parseStartupMessage decodes a StartupMessage after its version word:
+// protocol 3, a user among the parameters.
+func parseStartupMessage(version uint32, rest []byte) (startupPacket, error) {
+	if version>>16 != protoMajor3 {
+		return startupPacket{}, fmt.Errorf("%w: unsupported frontend protocol %d.%d", ErrProtocol, version>>16, version&0xffff)
 	}
-	p := startupPacket{Kind: startupMessage, Version: code}
-	for {
-		if len(rest) == 0 {
-			return startupPacket{}, fmt.Errorf("%w: startup packet not terminated", ErrProtocol)
-		}
-		if rest[0] == 0 {
-			if len(rest) != 1 {
-				return startupPacket{}, fmt.Errorf("%w: trailing bytes in startup packet", ErrProtocol)
-			}
-			break
-		}
-		name, r, ok := cstring(rest)
-		if !ok {
-			return startupPacket{}, fmt.Errorf("%w: unterminated startup parameter name", ErrProtocol)
-		}
-		value, r, ok := cstring(r)
-		if !ok {
-			return startupPacket{}, fmt.Errorf("%w: missing value for startup parameter %q", ErrProtocol, name)
-		}
-		p.Params = append(p.Params, param{name, value})
-		rest = r
+	params, err := parseParams(rest)
+	if err != nil {
+		return startupPacket{}, err
 	}
+	p := startupPacket{Kind: startupMessage, Version: version, Params: params}
 	if u, _ := p.get("user"); u == "" {
 		return startupPacket{}, fmt.Errorf("%w: no PostgreSQL user name specified in startup packet", ErrProtocol)
 	}
 	return p, nil
+}
+
+// parseParams decodes NUL-terminated name and value pairs up to the empty
+// name that ends the packet.
+func parseParams(rest []byte) ([]param, error) {
+	var params []param
+	for {
+		if len(rest) == 0 {
+			return nil, fmt.Errorf("%w: startup packet not terminated", ErrProtocol)
+		}
+		if rest[0] == 0 {
+			if len(rest) != 1 {
+				return nil, fmt.Errorf("%w: trailing bytes in startup packet", ErrProtocol)
+			}
+			return params, nil
+		}
+		name, r, ok := cstring(rest)
+		if !ok {
+			return nil, fmt.Errorf("%w: unterminated startup parameter name", ErrProtocol)
+		}
+		value, r, ok := cstring(r)
+		if !ok {
+			return nil, fmt.Errorf("%w: missing value for startup parameter %q", ErrProtocol, name)
+		}
+		params = append(params, param{name, value})
+		rest = r
+	}
 }
 
 // encodeStartup builds a StartupMessage with its length word.

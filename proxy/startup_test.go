@@ -81,6 +81,13 @@ func TestParseUpstream(t *testing.T) {
 		{"", "host=h sslmode=bogus", Upstream{}, true},
 		{"", "host=h port=notaport", Upstream{}, true},
 		{"", "host=h dbname='unterminated", Upstream{}, true},
+		{"", " host = h  dbname='it\\'s' ", Upstream{Address: "h:5432", OverrideDatabase: "it's", TLS: UpstreamTLSPrefer}, false},
+		{"", `host=h dbname=a\ b`, Upstream{Address: "h:5432", OverrideDatabase: "a b", TLS: UpstreamTLSPrefer}, false},
+		{"", "host=h sslmode=allow", Upstream{Address: "h:5432", TLS: UpstreamTLSPrefer}, false},
+		{"", "host=h sslmode=disable sslrootcert=/nonexistent", Upstream{Address: "h:5432", TLS: UpstreamTLSDisable}, false},
+		{"", "host=h sslmode=require sslrootcert=/nonexistent", Upstream{}, true},
+		{"", "host=a,b", Upstream{}, true},
+		{"", "host=h dbname", Upstream{}, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseUpstream(tt.route, tt.dsn)

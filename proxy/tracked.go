@@ -2,10 +2,7 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
@@ -17,41 +14,8 @@ import (
 // reply outstanding), every client message is read whole and queued with
 // the handling of its replies, so the server side can attribute each reply
 // (replies.go). Here too is the table of prepared asks and its lifecycle
-// (Bind, Describe, Execute, Close, DEALLOCATE, EXECUTE), and the points where
-// an ask enters the stream (settleBatch) or fails at its place in it.
-
-// askStmt is a prepared statement the client made from a marker Parse. It
-// lives in the proxy's table only: the sealed statement is prepared
-// upstream, as the proxy's own statement, just for the Bind or Describe
-// that needs it and closed right after, so no name upstream reaches it
-// (EXECUTE, a Bind by name) around the read-only scope, and its lifecycle
-// (Close, DEALLOCATE, re-Parse) is the proxy's to answer as Postgres would.
-type askStmt struct {
-	stmt    sealed.Statement
-	tail    []byte // the client's Parse: parameter types
-	timeout time.Duration
-	// rows, when set, is an ask-sql answer the proxy serves itself.
-	rows *StaticResult
-}
-
-// askPortal is a portal bound to an askStmt.
-type askPortal struct {
-	stmt *askStmt
-	// perExecute: bound inside the client's transaction block, so every
-	// Execute gets its own read-only savepoint (idle, the batch's implicit
-	// transaction was made read-only at the Bind).
-	perExecute bool
-	// bind, in a transaction block, is the client's Bind, never made
-	// upstream: each Execute binds the proxy's own portal inside its
-	// savepoint, which ends it, so no portal of the ask outlives the scope
-	// (FETCH names portals too).
-	bind *pgproto3.Bind
-	// spool: after a partial Execute (row limit) in a transaction block,
-	// the rows its one run inside the scope returned (spool.go).
-	spool   *rowSpool
-	formats []int16 // result formats asked by the Bind (emulated rows)
-	pos     int     // emulated rows already sent
-}
+// (Bind, Describe, Execute, Close, DEALLOCATE, EXECUTE). Where an ask enters
+// the stream (settleBatch) or fails at its place in it is in inject.go.
 
 // trackedRequest handles one client message while an ask is in play.
 func (s *session) trackedRequest(typ byte, n int) error {
@@ -118,11 +82,11 @@ func (s *session) trackedQuery(n int) error {
 	case m.Kind != MarkerNone:
 		return s.askQuery(m, msg) // a misused table function too: its error
 	}
-	if lc := parseLifecycle(string(msg[5 : len(msg)-1])); lc.kind != lcNone {
+	if lc := parseLifecycle(string(msg[5:len(msg)-1]), s.sh.scanOptions()); lc.kind != lcNone {
 		if done, err := s.lifecycleQuery(lc, msg); done || err != nil {
 			return err
 		}
-	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5 : len(msg)-1])); ok && s.cl.stmts[name] != nil && name != "" {
+	} else if prefix, name, suffix, ok := deallocateAround(string(msg[5:len(msg)-1]), s.sh.scanOptions()); ok && s.cl.stmts[name] != nil && name != "" {
 		if done, err := s.deallocateAround(prefix, name, suffix); done || err != nil {
 			return err
 		}
@@ -337,12 +301,6 @@ func (s *session) trackedClose(n int) error {
 	return err
 }
 
-func (s *session) readMsg(n int) ([]byte, error) {
-	msg := make([]byte, 5+n)
-	_, err := io.ReadFull(s.cl.cr, msg)
-	return msg, err
-}
-
 // describeBoundPortal describes a portal bound inside the client's
 // transaction (askPortal.bind) from the proxy's own portal, bound and closed
 // for it, inside a read-only, pinned savepoint: binding plans the statement,
@@ -484,87 +442,4 @@ func (s *session) synthQuery(reply []byte) error {
 	s.onClient(feQuery, nil)
 	_, err := s.cl.uw.Write(queryMsg(""))
 	return err
-}
-
-// settleBatch makes sure nothing of the client's is in flight before an
-// ask, so the transaction state is known: a batch the client has not synced
-// yet is ended with a Sync of the proxy's (statements before an ask in the
-// same pipeline thus commit on their own). ok is false when that batch
-// failed: the server would skip the rest of it, ask included, and so does
-// the proxy until the client's Sync.
-func (s *session) settleBatch() (ok bool, err error) {
-	split := s.cl.batchOpen
-	if split {
-		if s.sig.tracked.Load() {
-			s.sync(actDrop, nil)
-		} else {
-			s.sig.swallowZ.Add(1)
-			s.sh.sent() // the proxy's own Sync
-			if _, err := s.cl.uw.Write(syncMsg); err != nil {
-				return false, err
-			}
-		}
-		s.cl.batchOpen = false
-	}
-	if err := s.cl.uw.Flush(); err != nil {
-		return false, err
-	}
-	if err := s.sh.waitIdle(); err != nil {
-		return false, err
-	}
-	if split && s.sh.unitFailed() {
-		s.cl.skipBatch = true
-		s.sig.tracked.Store(true)
-		return false, nil
-	}
-	s.sig.tracked.Store(true)
-	return true, nil
-}
-
-// errCopyIn: the server waits for COPY data, so it will not become idle;
-// a marker then is passed on untranslated, and the server answers it with
-// the protocol error it is.
-var errCopyIn = errors.New("proxy: upstream is in COPY FROM STDIN")
-
-// passMarker forwards a message as the client sent it (see errCopyIn).
-func (s *session) passMarker(typ byte, msg []byte) error {
-	if s.sig.tracked.Load() {
-		s.replies.push(expect{msg: typ, act: actRelay})
-	}
-	if typ == feQuery {
-		s.onClient(feQuery, nil)
-	}
-	_, err := s.cl.uw.Write(msg)
-	return err
-}
-
-// failQuery makes a simple-protocol ask fail at its place in the stream
-// with Postgres's own error handling: a statement upstream that fails, its
-// error replaced by the proxy's.
-func (s *session) failQuery(e *pg.Error) error {
-	s.replies.push(expect{msg: feQuery, act: actRelay, sentinel: e})
-	s.onClient(feQuery, nil)
-	_, err := s.cl.uw.Write(queryMsg(sentinelSQL))
-	return err
-}
-
-// failParse does the same for a Parse: the server then skips the rest of
-// the batch, as it would after any failed Parse.
-func (s *session) failParse(name string, tail []byte, e *pg.Error) error {
-	s.replies.push(expect{msg: feParse, act: actRelay, sentinel: e})
-	s.onClient(feParse, nil)
-	_, err := s.cl.uw.Write(parseMsg(name, sentinelSQL, tail))
-	return err
-}
-
-// placeholderReply queues a reply the proxy makes itself at the current
-// place in the stream (see actSynth).
-func (s *session) placeholderReply(reply []byte) error {
-	s.replies.push(expect{msg: feClose, act: actSynth, synth: reply})
-	_, err := s.cl.uw.Write(closeMsg(objStatement, placeholder))
-	return err
-}
-
-func duplicateStatement(name string) *pg.Error {
-	return &pg.Error{Severity: "ERROR", Code: pg.CodeDuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", name)}
 }

@@ -48,56 +48,23 @@ var ErrUpstreamTLS = errors.New("proxy: upstream does not support TLS")
 // the client database name it serves ("" = default). User and password are
 // ignored: authentication is relayed from the client.
 func ParseUpstream(route, dsn string) (Upstream, error) {
-	var kv map[string]string
-	var err error
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		kv, err = parseURLDSN(dsn)
-	} else {
-		kv, err = parseKeywordDSN(dsn)
-	}
+	kv, err := parseDSN(dsn)
 	if err != nil {
 		return Upstream{}, err
 	}
-	host := kv["host"]
-	if host == "" {
-		host = "localhost"
+	addr, err := upstreamAddress(dsn, kv["host"], kv["port"])
+	if err != nil {
+		return Upstream{}, err
 	}
-	if strings.Contains(host, ",") {
-		return Upstream{}, fmt.Errorf("proxy: upstream %q: multiple hosts are not supported", dsn)
-	}
-	port := kv["port"]
-	if port == "" {
-		port = "5432"
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return Upstream{}, fmt.Errorf("proxy: upstream %q: bad port %q", dsn, port)
-	}
-	u := Upstream{Database: route, OverrideDatabase: kv["dbname"]}
-	if strings.HasPrefix(host, "/") {
-		u.Address = host + "/.s.PGSQL." + port
-	} else {
-		u.Address = net.JoinHostPort(host, port)
-	}
-	mode := UpstreamTLS(kv["sslmode"])
-	switch mode {
-	case "":
-		mode = UpstreamTLSPrefer
-	case "allow":
-		mode = UpstreamTLSPrefer
-	case UpstreamTLSDisable, UpstreamTLSPrefer, UpstreamTLSRequire, UpstreamTLSVerifyCA, UpstreamTLSVerifyFull:
-	default:
-		return Upstream{}, fmt.Errorf("proxy: upstream %q: unknown sslmode %q", dsn, mode)
+	u := Upstream{Database: route, OverrideDatabase: kv["dbname"], Address: addr}
+	mode, err := parseSSLMode(dsn, kv["sslmode"])
+	if err != nil {
+		return Upstream{}, err
 	}
 	if root := kv["sslrootcert"]; root != "" && mode != UpstreamTLSDisable {
-		pem, err := os.ReadFile(root)
-		if err != nil {
-			return Upstream{}, fmt.Errorf("proxy: upstream sslrootcert: %w", err)
+		if u.TLSConfig, err = rootCertConfig(root); err != nil {
+			return Upstream{}, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return Upstream{}, fmt.Errorf("proxy: upstream sslrootcert %s: no certificates", root)
-		}
-		u.TLSConfig = &tls.Config{RootCAs: pool}
 		// libpq: require with a root certificate behaves like verify-ca.
 		if mode == UpstreamTLSRequire {
 			mode = UpstreamTLSVerifyCA
@@ -105,6 +72,63 @@ func ParseUpstream(route, dsn string) (Upstream, error) {
 	}
 	u.TLS = mode
 	return u, nil
+}
+
+// parseDSN reads a libpq URL or keyword/value DSN into its keywords.
+func parseDSN(dsn string) (map[string]string, error) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return parseURLDSN(dsn)
+	}
+	return parseKeywordDSN(dsn)
+}
+
+// upstreamAddress is host:port, or a Unix socket's path where host is a
+// directory, with libpq's defaults (localhost, 5432).
+func upstreamAddress(dsn, host, port string) (string, error) {
+	if host == "" {
+		host = "localhost"
+	}
+	if strings.Contains(host, ",") {
+		return "", fmt.Errorf("proxy: upstream %q: multiple hosts are not supported", dsn)
+	}
+	if port == "" {
+		port = "5432"
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("proxy: upstream %q: bad port %q", dsn, port)
+	}
+	if strings.HasPrefix(host, "/") {
+		return host + "/.s.PGSQL." + port, nil
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parseSSLMode reads libpq's sslmode; "" and allow are prefer.
+func parseSSLMode(dsn, sslmode string) (UpstreamTLS, error) {
+	mode := UpstreamTLS(sslmode)
+	switch mode {
+	case "":
+		mode = UpstreamTLSPrefer
+	case "allow":
+		mode = UpstreamTLSPrefer
+	case UpstreamTLSDisable, UpstreamTLSPrefer, UpstreamTLSRequire, UpstreamTLSVerifyCA, UpstreamTLSVerifyFull:
+	default:
+		return "", fmt.Errorf("proxy: upstream %q: unknown sslmode %q", dsn, mode)
+	}
+	return mode, nil
+}
+
+// rootCertConfig trusts the certificates of the PEM file root (sslrootcert).
+func rootCertConfig(root string) (*tls.Config, error) {
+	pem, err := os.ReadFile(root)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream sslrootcert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("proxy: upstream sslrootcert %s: no certificates", root)
+	}
+	return &tls.Config{RootCAs: pool}, nil
 }
 
 func parseURLDSN(dsn string) (map[string]string, error) {
@@ -150,36 +174,54 @@ func parseKeywordDSN(s string) (map[string]string, error) {
 		for i < len(s) && isSpace(s[i]) {
 			i++
 		}
-		var val strings.Builder
+		var val string
 		if i < len(s) && s[i] == '\'' {
-			i++
-			for {
-				if i >= len(s) {
-					return nil, fmt.Errorf("proxy: upstream DSN: unterminated quoted value for %q", key)
-				}
-				c := s[i]
-				if c == '\\' && i+1 < len(s) {
-					val.WriteByte(s[i+1])
-					i += 2
-					continue
-				}
-				i++
-				if c == '\'' {
-					break
-				}
-				val.WriteByte(c)
+			var err error
+			if val, i, err = quotedValue(s, i+1, key); err != nil {
+				return nil, err
 			}
 		} else {
-			for i < len(s) && !isSpace(s[i]) {
-				if s[i] == '\\' && i+1 < len(s) {
-					i++
-				}
-				val.WriteByte(s[i])
-				i++
-			}
+			val, i = bareValue(s, i)
 		}
-		kv[key] = val.String()
+		kv[key] = val
 	}
+}
+
+// quotedValue reads the value of key that starts at s[i], just after its
+// opening quote, up to the closing one; a backslash escapes the next byte.
+// next is where the rest of s starts.
+func quotedValue(s string, i int, key string) (val string, next int, err error) {
+	var b strings.Builder
+	for {
+		if i >= len(s) {
+			return "", 0, fmt.Errorf("proxy: upstream DSN: unterminated quoted value for %q", key)
+		}
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			b.WriteByte(s[i+1])
+			i += 2
+			continue
+		}
+		i++
+		if c == '\'' {
+			return b.String(), i, nil
+		}
+		b.WriteByte(c)
+	}
+}
+
+// bareValue reads an unquoted value that starts at s[i], up to the next
+// space; a backslash escapes the next byte. next is where the rest starts.
+func bareValue(s string, i int) (val string, next int) {
+	var b strings.Builder
+	for i < len(s) && !isSpace(s[i]) {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String(), i
 }
 
 // Dial connects to the upstream and negotiates TLS per its mode, as every

@@ -14,8 +14,10 @@ import (
 // /* ask(all): … */, -- ask-sql(all): …
 const ProfileAll = "all"
 
-// askAllPlanColumns are the columns of an `ask-sql(all):` answer.
-var askAllPlanColumns = []string{"step", "database", "goal", "sql", "error"}
+// askAllPlanColumns are the columns of an `ask-sql(all):` answer;
+// understood_as is the standalone question a follow-up was read as (the
+// same on every row), NULL when the question stood alone.
+var askAllPlanColumns = []string{"step", "database", "goal", "sql", "error", "understood_as"}
 
 // translateAll answers a question across databases. The answer is rows the
 // proxy sends itself (a step's rows, or one `answer` text column); every
@@ -34,6 +36,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 		TxStatus: pg.TxStatus(req.TxStatus),
 		Exec:     req.Exec,
 		PlanOnly: req.Marker.Kind == proxy.MarkerAskSQL,
+		History:  req.Conversation,
 	})
 	if err != nil {
 		var nt *askall.NoTargetError
@@ -47,8 +50,12 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 	switch ans.Kind {
 	case askall.KindPlan:
 		res := &proxy.StaticResult{Columns: askAllPlanColumns}
+		var understood *string
+		if ans.Standalone != "" {
+			understood = str(ans.Standalone)
+		}
 		for i, st := range ans.Steps {
-			row := []*string{str(strconv.Itoa(i + 1)), str(st.Database), str(st.Goal), nil, nil}
+			row := []*string{str(strconv.Itoa(i + 1)), str(st.Database), str(st.Goal), nil, nil, understood}
 			if st.SQL != "" {
 				row[3] = str(st.SQL)
 			}
@@ -58,7 +65,7 @@ func (t Translator) translateAll(ctx context.Context, req proxy.TranslateRequest
 			res.Rows = append(res.Rows, row)
 		}
 		for _, sk := range ans.Skipped {
-			res.Rows = append(res.Rows, []*string{nil, str(sk.Database), nil, nil, str("skipped: " + sk.Reason)})
+			res.Rows = append(res.Rows, []*string{nil, str(sk.Database), nil, nil, str("skipped: " + sk.Reason), understood})
 		}
 		tr.Rows = res
 	case askall.KindRows:

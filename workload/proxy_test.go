@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
@@ -20,7 +21,7 @@ import (
 // through a real proxy whose collector's worker is stuck; every statement
 // completes and the overflow is counted as dropped.
 func TestRelayDropsRatherThanBlocks(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{AuthMethod: "trust"})
+	pg := pgtest.New(t, pgcluster.Options{AuthMethod: "trust"})
 	const size = 16
 	c := workload.NewCollector(workload.NewStore("", workload.Limits{}), workload.CollectorOptions{QueueSize: size})
 	entered, release := make(chan struct{}), make(chan struct{})

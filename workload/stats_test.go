@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
@@ -20,7 +21,7 @@ import (
 
 // statStatementsCluster is a server with pg_stat_statements preloaded and
 // created; the test is skipped when the server binaries lack it.
-func statStatementsCluster(t *testing.T) *pgtest.Cluster {
+func statStatementsCluster(t *testing.T) *pgcluster.Cluster {
 	t.Helper()
 	bin, err := pgtest.FindBinDir()
 	if err != nil {
@@ -30,7 +31,7 @@ func statStatementsCluster(t *testing.T) *pgtest.Cluster {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
 		needs.Missing(t, "pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
 	}
-	pg := pgtest.New(t, pgtest.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
+	pg := pgtest.New(t, pgcluster.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
 	if err := pg.Exec(context.Background(), "postgres", `CREATE EXTENSION pg_stat_statements`); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ SELECT count(*) FROM town WHERE name = 'Superuser-only';`); err != nil {
 // clear error; the collector counts each failure, warns once and goes on
 // learning from relayed statements.
 func TestStatStatementsMissing(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{})
+	pg := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	src := workload.PgStatStatements{Connect: pg.Connect}
 	if _, err := src.Statements(ctx, "postgres"); !errors.Is(err, workload.ErrNoStatStatements) {

@@ -33,6 +33,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -103,7 +104,7 @@ func run(ctx context.Context, dir, jsonOut string, pairs, topK int, emb embeddin
 	if len(qs) == 0 {
 		return fmt.Errorf("no questions in %s", dir)
 	}
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // Two-database questions as the paper built them: two single-database
@@ -63,7 +63,7 @@ type numeric struct {
 
 // scalarQuestions are the questions whose (first) gold SQL, free of
 // sql-eval's {a, b} alternatives, returns one row with one number.
-func scalarQuestions(ctx context.Context, c *pgtest.Cluster, qs []dataset.Question, golds []string) []numeric {
+func scalarQuestions(ctx context.Context, c *pgcluster.Cluster, qs []dataset.Question, golds []string) []numeric {
 	var out []numeric
 	conns := map[string]*pgx.Conn{}
 	defer func() {
@@ -131,7 +131,7 @@ func makePairs(ns []numeric, max int) [][2]numeric {
 	return out
 }
 
-func runPairs(ctx context.Context, c *pgtest.Cluster, mgr *catalog.Manager, names []string, qs []dataset.Question, golds []string, maxPairs, topK int) (PairResult, error) {
+func runPairs(ctx context.Context, c *pgcluster.Cluster, mgr *catalog.Manager, names []string, qs []dataset.Question, golds []string, maxPairs, topK int) (PairResult, error) {
 	res := PairResult{TopK: topK, RevokedDB: names[len(names)-1]}
 	ns := scalarQuestions(ctx, c, qs, golds)
 	pairs := makePairs(ns, maxPairs)
@@ -263,7 +263,7 @@ func expected(p [2]numeric) string {
 	return l(2, b) + " is larger than " + l(1, a) + ", by " + d
 }
 
-func askAs(ctx context.Context, c *pgtest.Cluster, asker *askall.Asker, role, q string) (*askall.Answer, error) {
+func askAs(ctx context.Context, c *pgcluster.Cluster, asker *askall.Asker, role, q string) (*askall.Answer, error) {
 	conn, err := pgconn.Connect(ctx, c.URL(role, "x", "home"))
 	if err != nil {
 		return nil, err

@@ -9,14 +9,14 @@ import (
 
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // runIntrospectBench measures introspection of a synthetic 200×20 schema
 // (target < 2 s), prompt rendering of it, and a full snapshot build, save
 // and load of the Small sample database.
-func runIntrospectBench(ctx context.Context, c *pgtest.Cluster) error {
+func runIntrospectBench(ctx context.Context, c *pgcluster.Cluster) error {
 	const tables, cols, runs = 200, 20, 10
 	if err := c.CreateDatabase(ctx, "widebench"); err != nil {
 		return err
@@ -99,7 +99,7 @@ func runIntrospectBench(ctx context.Context, c *pgtest.Cluster) error {
 
 // runLargeBench loads sampledb.Large (≥ 1M orders) and builds its snapshot
 // (the value index samples the big tables with TABLESAMPLE).
-func runLargeBench(ctx context.Context, c *pgtest.Cluster) error {
+func runLargeBench(ctx context.Context, c *pgcluster.Cluster) error {
 	if err := c.CreateDatabase(ctx, "largebench"); err != nil {
 		return err
 	}

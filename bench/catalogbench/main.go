@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -26,14 +28,14 @@ func main() {
 func run(ctx context.Context, only []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Minute)
 	defer cancel()
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
 	benches := []struct {
 		name string
-		run  func(context.Context, *pgtest.Cluster) error
+		run  func(context.Context, *pgcluster.Cluster) error
 	}{
 		{"introspect", runIntrospectBench},
 		{"values", runValueBench},

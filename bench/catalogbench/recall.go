@@ -7,15 +7,15 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex/valuerecall"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // runRecallBench reports value-lookup recall@1 / recall@10 (right
 // table.column and value) and column@1 per perturbation class, on the full
 // workload (≥ 1M values) and on the workload at the default per-column cap
 // (10,000 values/column), to show how scale and ambiguity move the numbers.
-func runRecallBench(ctx context.Context, c *pgtest.Cluster) error {
+func runRecallBench(ctx context.Context, c *pgcluster.Cluster) error {
 	for _, run := range []struct {
 		name string
 		opts valueindex.Options
@@ -42,7 +42,7 @@ func runRecallBench(ctx context.Context, c *pgtest.Cluster) error {
 // runSampleRecallBench measures recall on the sample database itself (the
 // messy retail data `make run` serves): its stored values perturbed the way
 // people type them, looked up in the index the catalog builds for it.
-func runSampleRecallBench(ctx context.Context, c *pgtest.Cluster) error {
+func runSampleRecallBench(ctx context.Context, c *pgcluster.Cluster) error {
 	const db = "samplerecall"
 	if err := c.CreateDatabase(ctx, db); err != nil {
 		return err

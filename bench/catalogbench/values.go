@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex/valuerecall"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 )
 
 // valueBenchDB holds the synthetic value-index workload.
@@ -91,7 +91,7 @@ ANALYZE;
 `
 
 // ensureValueBenchDB creates and loads the workload database once.
-func ensureValueBenchDB(ctx context.Context, c *pgtest.Cluster) error {
+func ensureValueBenchDB(ctx context.Context, c *pgcluster.Cluster) error {
 	conn, err := c.Connect(ctx, "postgres")
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func valueBenchOptions() valueindex.Options {
 	return valueindex.Options{MaxValuesPerColumn: 2_000_000, SampleThreshold: 10_000_000}
 }
 
-func buildValueBenchIndex(ctx context.Context, c *pgtest.Cluster, opts valueindex.Options) (*valueindex.Index, time.Duration, error) {
+func buildValueBenchIndex(ctx context.Context, c *pgcluster.Cluster, opts valueindex.Options) (*valueindex.Index, time.Duration, error) {
 	if err := ensureValueBenchDB(ctx, c); err != nil {
 		return nil, 0, fmt.Errorf("value bench db: %w", err)
 	}
@@ -177,7 +177,7 @@ func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 // runValueBench measures building the value index over ≥ 1M distinct values
 // (time, Go heap, peak RSS), lookup latency for 5-keyword questions, and
 // persistence size and load time.
-func runValueBench(ctx context.Context, c *pgtest.Cluster) error {
+func runValueBench(ctx context.Context, c *pgcluster.Cluster) error {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)

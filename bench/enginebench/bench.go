@@ -17,6 +17,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -189,7 +190,7 @@ func nonNil(xs []string) []string {
 	return xs
 }
 
-func runScenario(ctx context.Context, c *pgtest.Cluster, s scenario, profile string, n int, load bool) (result, error) {
+func runScenario(ctx context.Context, c *pgcluster.Cluster, s scenario, profile string, n int, load bool) (result, error) {
 	res := result{Schema: s.name, Profile: profile, Asks: n, NumCtx: numCtx}
 	if load {
 		if err := c.CreateDatabase(ctx, s.database); err != nil {

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -37,7 +39,7 @@ func main() {
 func run(ctx context.Context, n, tables, cols int, jsonOut string, profiles []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return err
 	}

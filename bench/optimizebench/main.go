@@ -33,6 +33,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -90,7 +91,7 @@ func run(ctx context.Context, sizeName string, size sampledb.Size, checkRuns int
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Hour)
 	defer cancel()
-	cl, err := pgtest.Start(ctx, pgtest.Options{})
+	cl, err := pgtest.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -115,7 +117,7 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	logf("starting postgres")
-	c, err := pgtest.Start(ctx, pgtest.Options{AuthMethod: "scram-sha-256", TLS: true})
+	c, err := pgtest.Start(ctx, pgcluster.Options{AuthMethod: "scram-sha-256", TLS: true})
 	if err != nil {
 		return err
 	}
@@ -248,7 +250,7 @@ func decodeCerts(src, dir string) (certFiles, error) {
 // pgx's server certificate and CA, the pgx_test database with
 // testsetup/postgresql_setup.sql applied. It returns the OS user name the
 // setup script created a role for.
-func setupCluster(ctx context.Context, c *pgtest.Cluster, src string, certs certFiles) (string, error) {
+func setupCluster(ctx context.Context, c *pgcluster.Cluster, src string, certs certFiles) (string, error) {
 	u, err := user.Current()
 	if err != nil {
 		return "", err
@@ -336,7 +338,7 @@ func waitConnect(ctx context.Context, url string) error {
 
 // startProxy runs `nlproxy serve` on a free port with TLS (pgx's localhost
 // certificate) and a Unix socket in sockDir, in front of c over TLS.
-func startProxy(ctx context.Context, bin string, c *pgtest.Cluster, certs certFiles, sockDir, logPath string) (stop func(), port int, err error) {
+func startProxy(ctx context.Context, bin string, c *pgcluster.Cluster, certs certFiles, sockDir, logPath string) (stop func(), port int, err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, 0, err

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -254,7 +256,7 @@ func sslmode(tls bool) string {
 }
 
 // pgbenchBin prefers the pgbench that matches the server's major version.
-func pgbenchBin(c *pgtest.Cluster) string {
+func pgbenchBin(c *pgcluster.Cluster) string {
 	if p := c.Bin("pgbench"); fileExists(p) {
 		return p
 	}
@@ -288,7 +290,7 @@ func moduleRoot() (string, error) {
 }
 
 // hostInfo describes the machine and versions for the report's footer.
-func hostInfo(ctx context.Context, c *pgtest.Cluster, o options) string {
+func hostInfo(ctx context.Context, c *pgcluster.Cluster, o options) string {
 	parts := []string{fmt.Sprintf("%d CPUs %s/%s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)}
 	if conn, err := c.Connect(ctx, "postgres"); err == nil {
 		var v string

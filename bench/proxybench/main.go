@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -234,7 +236,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	loadStart := loadAvg()
 	logf("starting postgres")
-	cluster, err := pgtest.Start(ctx, pgtest.Options{AuthMethod: "trust", TLS: o.tls != "off", Settings: map[string]string{
+	cluster, err := pgtest.Start(ctx, pgcluster.Options{AuthMethod: "trust", TLS: o.tls != "off", Settings: map[string]string{
 		"max_connections": "400",
 		"shared_buffers":  "256MB", // scale 10 (~160 MB) stays in shared buffers
 	}})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -217,7 +218,7 @@ func TestHarness(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "trust"})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "trust"})
 	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
 	if err := pb.Init(ctx, cluster.Host, cluster.Port, 1); err != nil {
 		t.Fatal(err)
@@ -328,7 +329,7 @@ func TestHarnessTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "trust", TLS: true})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "trust", TLS: true})
 	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
 	if err := pb.Init(ctx, cluster.Host, cluster.Port, 1); err != nil {
 		t.Fatal(err)

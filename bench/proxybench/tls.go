@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 )
 
 // With -tls, every target that has a TLS setup here offers TLS to pgbench
@@ -31,7 +31,7 @@ type tlsFiles struct {
 // writeTLSFiles makes a fresh self-signed certificate for 127.0.0.1 and
 // localhost and writes it into dir.
 func writeTLSFiles(dir string) (*tlsFiles, error) {
-	certPEM, keyPEM, err := pgtest.SelfSignedCert()
+	certPEM, keyPEM, err := pgcluster.SelfSignedCert()
 	if err != nil {
 		return nil, fmt.Errorf("tls certificate: %w", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // The harder benchmark (-hard) is the shape of a warehouse: the seven
@@ -146,7 +146,7 @@ func sameName(_, name string, _ bool) string { return name }
 // (every schema: question-bearing ones first, then distractors). Without
 // comments, the renamed schemas' column comments are dropped: what their
 // names alone tell.
-func setupHard(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string, comments bool) (*catalog.Snapshot, []dataset.Question, []string, error) {
+func setupHard(ctx context.Context, c *pgcluster.Cluster, name string, ds *dataset.Dataset, only []string, comments bool) (*catalog.Snapshot, []dataset.Question, []string, error) {
 	qs, dbs := questionsFor(ds, only)
 	if len(dbs) == 0 {
 		return nil, nil, nil, fmt.Errorf("no questions for databases %v", only)

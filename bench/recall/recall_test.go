@@ -8,6 +8,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -47,7 +48,7 @@ func TestGoldLiterals(t *testing.T) {
 // every question's gold tables parse and resolve, and the selection finds
 // them at 4,000 tokens for nearly all (the full run is go run ./bench/recall).
 func TestRecallPipeline(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	dir := filepath.Join("..", "..", "datasets", "sql-eval")
 	ds, err := dataset.OpenSQLEval(dir)
@@ -97,7 +98,7 @@ func TestRecallPipeline(t *testing.T) {
 // distractor schemas beside them, every schema on the search_path, and gold
 // tables mapped to the renamed names.
 func TestRecallHardSetup(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	ds, err := dataset.OpenSQLEval(filepath.Join("..", "..", "datasets", "sql-eval"))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/bench/internal/sqleval"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -46,7 +47,7 @@ func TestLeaveOneOut(t *testing.T) {
 // path of more questions than names alone, and never fewer gold tables
 // (the full run is go run ./bench/workloadrecall).
 func TestWorkloadRecall(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	ds, err := dataset.OpenSQLEval(filepath.Join("..", "..", "datasets", "sql-eval"))
 	if err != nil {

@@ -31,6 +31,10 @@ type Doc struct {
 	Term                  string // glossary term
 	Text                  string // comment or definition
 	SQLHint               string // glossary: SQL expressing the term
+	// Also are the other tables a glossary term reads ("schema.table"; a
+	// metric over a join): it is shown only to roles that may read each,
+	// and points linking at each.
+	Also []string
 }
 
 // Hit is a ranked document.

@@ -220,7 +220,7 @@ terms:
 	}
 	want := Doc{Kind: KindGlossary, Schema: "sales", Table: "customers", Column: "status", Term: "active customer",
 		Text: "A customer with an order in the last 90 days.", SQLHint: "o.ordered_at > now() - interval '90 days'"}
-	if len(docs) != 2 || docs[0] != want {
+	if len(docs) != 2 || !reflect.DeepEqual(docs[0], want) {
 		t.Fatalf("wrapped glossary: %+v", docs)
 	}
 	docs, err = LoadGlossary(list)

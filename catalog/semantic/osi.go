@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -127,11 +128,12 @@ type osiDS struct {
 }
 
 type osiMetricRef struct {
-	at   string // its field path, for errors
-	expr string // as written
-	sql  string // resolved
-	busy bool   // being resolved: a cycle
-	done bool
+	at    string   // its field path, for errors
+	expr  string   // as written
+	sql   string   // resolved
+	named []string // the datasets it reads, its own first
+	busy  bool     // being resolved: a cycle
+	done  bool
 }
 
 func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
@@ -260,7 +262,7 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 			if !ok {
 				continue
 			}
-			sql, _, err := osiResolve(path, ds, d.Name, ref)
+			sql, named, err := osiResolve(path, ds, d.Name, ref, false)
 			if err != nil {
 				return err
 			}
@@ -268,7 +270,11 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 			if err != nil {
 				return osiError(path, ref.at+".ai_context", "%v", err)
 			}
-			l.Metrics = append(l.Metrics, Metric{Name: mt.Name, Description: withContext(mt.Description, ctx), Synonyms: syn, Model: &l.Models[cur.model], SQL: sql})
+			m := Metric{Name: mt.Name, Description: withContext(mt.Description, ctx), Synonyms: syn, Model: &l.Models[cur.model], SQL: sql}
+			if err := l.osiOthers(path, ds, &m, ref, named); err != nil {
+				return err
+			}
+			l.Metrics = append(l.Metrics, m)
 		}
 	}
 	for i, mt := range sm.Metrics {
@@ -288,19 +294,39 @@ func (l *Layer) addOSIModel(path, at string, sm osiModel) error {
 		if err != nil {
 			return osiError(path, mat+".ai_context", "%v", err)
 		}
-		sql, first, err := osiResolve(path, ds, "", &osiMetricRef{at: mat, expr: expr})
+		ref := &osiMetricRef{at: mat, expr: expr}
+		sql, named, err := osiResolve(path, ds, "", ref, false)
 		if err != nil {
 			return err
 		}
 		m := Metric{Name: mt.Name, Description: withContext(mt.Description, ctx), Synonyms: syn, SQL: sql}
 		// Scoped to the first dataset it names: shown to roles that may
-		// read that table (none named: to everyone).
-		if d := ds[first]; d != nil && d.model >= 0 {
-			m.Model = &l.Models[d.model]
+		// read that table (none named: to everyone), and each other one.
+		if len(named) > 0 {
+			m.Model = &l.Models[ds[named[0]].model]
+		}
+		if err := l.osiOthers(path, ds, &m, ref, named); err != nil {
+			return err
 		}
 		l.Metrics = append(l.Metrics, m)
 	}
+	l.linkMetrics()
 	return nil
+}
+
+// osiOthers makes m, which read the datasets named (its own first), a
+// metric over their tables joined when it names more than one: its other
+// models, and its SQL with every plain-column field written table.column.
+func (l *Layer) osiOthers(path string, ds map[string]*osiDS, m *Metric, ref *osiMetricRef, named []string) error {
+	if len(named) < 2 {
+		return nil
+	}
+	for _, n := range named[1:] {
+		m.Others = append(m.Others, &l.Models[ds[n].model])
+	}
+	sql, _, err := osiResolve(path, ds, "", ref, true)
+	m.SQL = sql
+	return err
 }
 
 func osiCheckMetric(path, at string, mt osiMetric) error {
@@ -437,15 +463,25 @@ func withContext(desc, ctx string) string {
 // dataset-scoped metric (home set) its own fields stay unqualified, as
 // dbt's measures are; in a model-scoped one a plain-column field is
 // written table.column. first is the first dataset it names.
-func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRef) (sql, first string, err error) {
-	if ref.done {
-		return ref.sql, home, nil
+func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRef, qualify bool) (sql string, named []string, err error) {
+	if ref.done && !qualify {
+		return ref.sql, ref.named, nil
 	}
 	if ref.busy {
-		return "", "", osiError(path, ref.at+".expression", "the metric refers to itself")
+		return "", nil, osiError(path, ref.at+".expression", "the metric refers to itself")
 	}
 	ref.busy = true
 	defer func() { ref.busy = false }()
+	if home != "" {
+		named = []string{home}
+	}
+	add := func(ns ...string) {
+		for _, n := range ns {
+			if !slices.Contains(named, n) {
+				named = append(named, n)
+			}
+		}
+	}
 	var b strings.Builder
 	s := ref.expr
 	for i := 0; i < len(s); {
@@ -472,7 +508,14 @@ func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRe
 		a := s[i:j]
 		d := ds[a]
 		if d == nil || j >= len(s) || s[j] != '.' || j+1 >= len(s) || !isIdentStart(s[j+1]) {
-			b.WriteString(a)
+			// Over several tables, a bare field of the metric's own
+			// dataset over the column of its name (COUNT(order_id)) is written
+			// table.column too; a call or a qualified name stays.
+			if e, ok := ds[home].fieldOf(a); ok && qualify && e == a && (j >= len(s) || s[j] != '.' && s[j] != '(') {
+				b.WriteString(modelTable(ds, home) + "." + e)
+			} else {
+				b.WriteString(a)
+			}
 			i = j
 			continue
 		}
@@ -486,12 +529,10 @@ func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRe
 			i = k
 			continue
 		}
-		if first == "" {
-			first = a
-		}
+		add(a)
 		if e, ok := d.fields[name]; ok {
 			switch {
-			case home == a:
+			case home == a && !qualify:
 				b.WriteString(atomic(e))
 			case plainColumn.MatchString(e):
 				b.WriteString(modelTable(ds, a) + "." + e)
@@ -499,21 +540,32 @@ func osiResolve(path string, ds map[string]*osiDS, home string, ref *osiMetricRe
 				b.WriteString(atomic(e))
 			}
 		} else if m, ok := d.metrics[name]; ok && m.expr != "" {
-			ms, _, err := osiResolve(path, ds, a, m)
+			ms, mn, err := osiResolve(path, ds, a, m, qualify)
 			if err != nil {
-				return "", "", err
+				return "", nil, err
 			}
+			add(mn...)
 			b.WriteString(atomic(ms))
 		} else {
 			b.WriteString(s[i:k])
 		}
 		i = k
 	}
-	ref.sql, ref.done = strings.TrimSpace(b.String()), true
-	if first == "" {
-		first = home
+	sql = strings.TrimSpace(b.String())
+	if !qualify {
+		ref.sql, ref.named, ref.done = sql, named, true
 	}
-	return ref.sql, first, nil
+	return sql, named, nil
+}
+
+// fieldOf is the expression of the dataset's field called name; false
+// for a nil dataset (no home) or no such field.
+func (d *osiDS) fieldOf(name string) (string, bool) {
+	if d == nil {
+		return "", false
+	}
+	e, ok := d.fields[name]
+	return e, ok
 }
 
 // modelTable is the table of dataset a as SQL names it.

@@ -25,10 +25,13 @@ func TestOSIMatchesDBT(t *testing.T) {
 		"public.orders.channel=sales channel", "public.orders.order_id=Number of orders",
 		"public.orders.ordered_at=ordered at", "public.orders.status=order status", "public.regions.name=region name",
 	}
-	wantMetrics := []string{ // term, scope and SQL of each metric's glossary entry
-		"average order value|public.orders|SUM(amt2) / NULLIF(COUNT(order_id), 0)",
-		"orders placed|public.orders|COUNT(order_id)",
-		"revenue|public.orders|SUM(amt2)",
+	wantMetrics := []string{ // term, scope, SQL, other tables and join path of each metric's glossary entry
+		"average order value|public.orders|SUM(amt2) / NULLIF(COUNT(order_id), 0)||",
+		"customers with accounts|public.customers|COUNT(DISTINCT customer_id)||",
+		"orders per customer|public.orders|COUNT(orders.order_id) * 1.0 / NULLIF(COUNT(DISTINCT customers.customer_id), 0)|public.customers|public.orders.customer_id=public.customers.customer_id",
+		"orders placed|public.orders|COUNT(order_id)||",
+		"revenue per customer|public.orders|SUM(orders.amt2) / NULLIF(COUNT(DISTINCT customers.customer_id), 0)|public.customers|public.orders.customer_id=public.customers.customer_id",
+		"revenue|public.orders|SUM(amt2)||",
 	}
 	wantJoins := []string{
 		"public.customers.region_id=public.regions.region_id",
@@ -67,9 +70,17 @@ func TestOSIMatchesDBT(t *testing.T) {
 			}
 			for _, m := range l.Metrics {
 				d := (&semantic.Layer{Metrics: []semantic.Metric{m}}).Docs()[0]
-				metrics = append(metrics, d.Term+"|"+d.Schema+"."+d.Table+"|"+d.SQLHint)
+				var path []string
+				for _, j := range m.Joins {
+					path = append(path, j.From+"="+j.To)
+				}
+				metrics = append(metrics, d.Term+"|"+d.Schema+"."+d.Table+"|"+d.SQLHint+"|"+strings.Join(d.Also, ",")+"|"+strings.Join(path, ","))
 				if !strings.Contains(d.Text, m.Description) || m.Description == "" {
 					t.Errorf("metric %s: text %q lacks its description", m.Name, d.Text)
+				}
+				// The prompt is told the tables and how they join.
+				if len(d.Also) > 0 && !strings.Contains(d.Text, "Over orders and customers joined on orders.customer_id = customers.customer_id.") {
+					t.Errorf("metric %s: text %q lacks its tables and join", m.Name, d.Text)
 				}
 			}
 			for _, j := range l.Joins() {
@@ -165,8 +176,9 @@ semantic_model:
 		sql[m.Name] = m.SQL + " @" + m.Model.Table
 	}
 	for name, want := range map[string]string{
-		"revenue":              "SUM(amt2) @orders",
-		"revenue_per_customer": `SUM(amt2) / COUNT(DISTINCT "Customers".id) @orders`,
+		"revenue": "SUM(amt2) @orders",
+		// Over two tables: each column written table.column.
+		"revenue_per_customer": `SUM(orders.amt2) / COUNT(DISTINCT "Customers".id) @orders`,
 		"net_revenue":          "SUM((amt2 - tax)) || 'o.total' @orders",
 	} {
 		if sql[name] != want {
@@ -185,6 +197,11 @@ semantic_model:
 	}
 	if len(l.Joins()) != 0 {
 		t.Errorf("a composite relationship gave joins %v", l.Joins())
+	}
+	for _, m := range l.Metrics {
+		if m.Name == "revenue_per_customer" && (len(m.Others) != 1 || m.Others[0].Table != "Customers" || len(m.Joins) != 0) {
+			t.Errorf("revenue_per_customer over %v joined by %v, want Customers, unjoined (its relationship is composite)", m.Others, m.Joins)
+		}
 	}
 	for _, want := range []string{"dataset q", "relationship o_c"} {
 		if !slices.ContainsFunc(l.Dropped, func(s string) bool { return strings.HasPrefix(s, want) }) {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/nlproxy/nlproxy/catalog/descindex"
@@ -61,12 +62,19 @@ type Measure struct {
 }
 
 // Metric is a team's definition: its name, label, description and the SQL
-// expression computing it over its model's table.
+// expression computing it over its model's table, or over its models'
+// tables joined (a ratio of two models' measures, a derived metric, an OSI
+// metric naming two datasets), where it writes each column table.column.
 type Metric struct {
 	Name, Label, Description string
 	Synonyms                 []string
 	Model                    *Model // the model of its (first) measure or dataset
-	SQL                      string
+	// Others are the other models its SQL reads, in the order it names
+	// them; Joins the join path from the entities that links them all to
+	// Model (set by the reader; empty when the entities link none).
+	Others []*Model
+	Joins  []Join
+	SQL    string
 }
 
 // Join is a join path two models' entities give: From (a foreign entity's
@@ -117,7 +125,11 @@ type manifest struct {
 			Denominator *struct {
 				Name string `json:"name"`
 			} `json:"denominator"`
-			Expr string `json:"expr"`
+			Expr    string `json:"expr"`
+			Metrics []struct {
+				Name  string `json:"name"`
+				Alias string `json:"alias"`
+			} `json:"metrics"`
 		} `json:"type_params"`
 	} `json:"metrics"`
 }
@@ -181,34 +193,154 @@ func parseDBT(path string, b []byte) (*Layer, error) {
 			}{&l.Models[i], ms}
 		}
 	}
-	sqlOf := map[string]string{}
-	modelOf := map[string]*Model{}
-	for pass := 0; pass < 2; pass++ { // ratio metrics refer to metrics read before or after them
+	// Each metric's SQL over its own model's table (columns as written) and
+	// qualified (table.column), for a metric over several models.
+	sqlOf, qualOf := map[string]string{}, map[string]string{}
+	modelsOf := map[string][]*Model{}
+	for pass := 0; pass < 3; pass++ { // ratio and derived metrics refer to metrics read before or after them
 		for _, mt := range m.Metrics {
 			if _, done := sqlOf[mt.Name]; done {
 				continue
 			}
-			var sql string
-			var model *Model
+			var sql, qual string
+			var models []*Model
+			tp := mt.TypeParams
 			switch {
-			case mt.TypeParams.Measure != nil:
-				if ms, ok := measures[mt.TypeParams.Measure.Name]; ok {
-					sql, model = aggregate(ms.m), ms.model
+			case tp.Measure != nil:
+				if ms, ok := measures[tp.Measure.Name]; ok {
+					sql, qual, models = aggregate(ms.m), aggregate(qualified(ms.m, ms.model)), []*Model{ms.model}
 				}
-			case mt.TypeParams.Numerator != nil && mt.TypeParams.Denominator != nil:
-				n, d := sqlOf[mt.TypeParams.Numerator.Name], sqlOf[mt.TypeParams.Denominator.Name]
-				if n != "" && d != "" {
-					sql, model = n+" / NULLIF("+d+", 0)", modelOf[mt.TypeParams.Numerator.Name]
+			case tp.Numerator != nil && tp.Denominator != nil:
+				n, d := tp.Numerator.Name, tp.Denominator.Name
+				if sqlOf[n] != "" && sqlOf[d] != "" {
+					sql, qual = sqlOf[n]+" / NULLIF("+sqlOf[d]+", 0)", qualOf[n]+" / NULLIF("+qualOf[d]+", 0)"
+					models = union(modelsOf[n], modelsOf[d])
+				}
+			case strings.EqualFold(mt.Type, "derived") && strings.TrimSpace(tp.Expr) != "" && len(tp.Metrics) > 0:
+				plain, quals := map[string]string{}, map[string]string{}
+				ok := true
+				for _, in := range tp.Metrics {
+					if sqlOf[in.Name] == "" {
+						ok = false
+						break
+					}
+					name := orName(in.Alias, in.Name)
+					plain[name], quals[name] = sqlOf[in.Name], qualOf[in.Name]
+					models = union(models, modelsOf[in.Name])
+				}
+				if ok {
+					sql, qual = substitute(tp.Expr, plain), substitute(tp.Expr, quals)
 				}
 			}
 			if sql == "" {
 				continue
 			}
-			sqlOf[mt.Name], modelOf[mt.Name] = sql, model
-			l.Metrics = append(l.Metrics, Metric{Name: mt.Name, Label: mt.Label, Description: mt.Description, Model: model, SQL: sql})
+			sqlOf[mt.Name], qualOf[mt.Name], modelsOf[mt.Name] = sql, qual, models
+			mtr := Metric{Name: mt.Name, Label: mt.Label, Description: mt.Description, Model: models[0], SQL: sql}
+			if len(models) > 1 {
+				mtr.Others, mtr.SQL = models[1:], qual
+			}
+			l.Metrics = append(l.Metrics, mtr)
 		}
 	}
+	l.linkMetrics()
 	return l, nil
+}
+
+// qualified is the measure with its expression written table.column when
+// it is a plain column (an expression stays as written).
+func qualified(ms Measure, m *Model) Measure {
+	if plainColumn.MatchString(ms.Expr) {
+		ms.Expr = sqlName(m.Schema+"."+m.Table) + "." + ms.Expr
+	}
+	return ms
+}
+
+// union is a's models then b's not in a.
+func union(a, b []*Model) []*Model {
+	out := append([]*Model(nil), a...)
+	for _, m := range b {
+		if !slices.ContainsFunc(out, func(x *Model) bool { return sameTable(x, m) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func sameTable(a, b *Model) bool { return a.Schema == b.Schema && a.Table == b.Table }
+
+// identifier is a name in a derived metric's expression.
+var identifier = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+
+// substitute writes a derived metric's expression with each input metric
+// (by name or alias) replaced by its SQL.
+func substitute(expr string, sqlOf map[string]string) string {
+	return strings.TrimSpace(identifier.ReplaceAllStringFunc(expr, func(w string) string {
+		if sql, ok := sqlOf[w]; ok {
+			return atomic(sql)
+		}
+		return w
+	}))
+}
+
+// linkMetrics sets the join path of each metric over several models: the
+// shortest chain of the entities' joins from its model to each other one.
+// A model no join reaches keeps the metric over its tables, unlinked.
+func (l *Layer) linkMetrics() {
+	joins := l.Joins()
+	tableOf := func(col string) string { return col[:strings.LastIndexByte(col, '.')] }
+	for i := range l.Metrics {
+		mt := &l.Metrics[i]
+		mt.Joins = nil
+		if mt.Model == nil || len(mt.Others) == 0 {
+			continue
+		}
+		from := mt.Model.Schema + "." + mt.Model.Table
+		// Breadth first from the metric's model over the join graph.
+		via := map[string]int{from: -1}
+		queue := []string{from}
+		for len(queue) > 0 {
+			t := queue[0]
+			queue = queue[1:]
+			for k, j := range joins {
+				a, b := tableOf(j.From), tableOf(j.To)
+				if b == t {
+					a, b = b, a
+				}
+				if a != t {
+					continue
+				}
+				if _, seen := via[b]; !seen {
+					via[b] = k
+					queue = append(queue, b)
+				}
+			}
+		}
+		for _, o := range mt.Others {
+			var path []Join
+			for t := o.Schema + "." + o.Table; ; {
+				k, ok := via[t]
+				if !ok || k < 0 {
+					if !ok {
+						path = nil
+					}
+					break
+				}
+				j := joins[k]
+				path = append(path, j)
+				if tableOf(j.To) == t {
+					t = tableOf(j.From)
+				} else {
+					t = tableOf(j.To)
+				}
+			}
+			for _, j := range path {
+				if !slices.Contains(mt.Joins, j) {
+					mt.Joins = append(mt.Joins, j)
+				}
+			}
+		}
+	}
 }
 
 func orName(expr, name string) string {
@@ -289,14 +421,41 @@ func (l *Layer) Docs() []descindex.Doc {
 			text = mt.Label + ": " + text
 		}
 		d := descindex.Doc{Kind: descindex.KindGlossary, Term: words(mt.Name), SQLHint: mt.SQL,
-			Text: strings.TrimSpace(text + also(mt.Synonyms))}
+			Text: strings.TrimSpace(text + also(mt.Synonyms) + over(mt))}
 		if mt.Model != nil {
 			d.Schema, d.Table = mt.Model.Schema, mt.Model.Table
+		}
+		for _, o := range mt.Others {
+			d.Also = append(d.Also, o.Schema+"."+o.Table)
 		}
 		out = append(out, d)
 	}
 	return out
 }
+
+// over says which tables a metric over several models reads and how they
+// join, for the prompt (and for linking, which finds the tables it names).
+func over(mt Metric) string {
+	if mt.Model == nil || len(mt.Others) == 0 {
+		return ""
+	}
+	tables := []string{sqlName(mt.Model.Schema + "." + mt.Model.Table)}
+	for _, o := range mt.Others {
+		tables = append(tables, sqlName(o.Schema+"."+o.Table))
+	}
+	s := " Over " + strings.Join(tables, " and ")
+	if len(mt.Joins) > 0 {
+		var on []string
+		for _, j := range mt.Joins {
+			on = append(on, sqlName(j.From)+" = "+sqlName(j.To))
+		}
+		s += " joined on " + strings.Join(on, " and ")
+	}
+	return s + "."
+}
+
+// sqlName drops the public schema from a schema.table(.column) name.
+func sqlName(n string) string { return strings.TrimPrefix(n, "public.") }
 
 // Joins are the join paths the entities give: each foreign entity over a
 // plain column, to the model whose primary entity of the same name is a

@@ -13,6 +13,8 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/semantic"
+	"github.com/nlproxy/nlproxy/engine"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -109,7 +111,7 @@ func TestLinkingRecall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	db := pgtest.UniqueName(t, "shop")
 	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
@@ -134,6 +136,8 @@ func TestLinkingRecall(t *testing.T) {
 		{"How many orders were placed per region name?", []string{"orders.order_id", "regions.name"}},
 		{"units sold per order", []string{"order_lines.qty"}},
 		{"customers who opened their account in 2023", []string{"customers.created_at"}},
+		// A metric over orders and customers (revenue_per_customer).
+		{"what is the average revenue per customer account?", []string{"orders.amt2", "customers.customer_id"}},
 	}
 	recall := map[bool]float64{}
 	for _, with := range []bool{false, true} {
@@ -152,7 +156,8 @@ func TestLinkingRecall(t *testing.T) {
 				total++
 				tbl, col, _ := strings.Cut(c, ".")
 				if slices.ContainsFunc(hits, func(h descindex.Hit) bool {
-					return h.Table == tbl && (h.Column == col || h.Kind == descindex.KindGlossary && strings.Contains(h.SQLHint, col))
+					onTable := h.Table == tbl || slices.Contains(h.Also, "public."+tbl) // a term over a join reads each of its tables
+					return onTable && (h.Column == col || h.Kind == descindex.KindGlossary && strings.Contains(h.SQLHint, col))
 				}) {
 					found++
 				}
@@ -164,5 +169,70 @@ func TestLinkingRecall(t *testing.T) {
 	}
 	if recall[true] <= recall[false] {
 		t.Errorf("recall with the semantic layer %.2f, without %.2f: it should help", recall[true], recall[false])
+	}
+}
+
+// TestMetricOverJoin: the project's ratio and derived metrics read orders
+// and customers. Their glossary entries, as dbt's manifest gives them,
+// carry both tables and the join path the customer entity gives; the
+// engine's model-free linking of a question naming the metric on the demo
+// database then includes both tables, joined.
+func TestMetricOverJoin(t *testing.T) {
+	l, err := semantic.ReadDBT(parsed(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgcluster.Options{})
+	db := pgtest.UniqueName(t, "shop")
+	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := cluster.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sampledb.Load(ctx, conn, sampledb.Small); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	m := &catalog.Manager{Connect: cluster.Connect, Glossary: l.Docs()}
+	defer m.Close()
+	snap, err := m.Get(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &engine.Engine{Catalogs: m, SemanticJoins: l.Joins()}
+	for _, tc := range []struct{ term, question, sql string }{
+		{"revenue per customer", "what is the revenue per customer?", "SUM(orders.amt2) / NULLIF(COUNT(DISTINCT customers.customer_id), 0)"},
+		{"orders per customer", "how many orders per customer on average?", "COUNT(orders.order_id) * 1.0 / NULLIF(COUNT(DISTINCT customers.customer_id), 0)"},
+	} {
+		t.Run(tc.term, func(t *testing.T) {
+			hits := snap.Descriptions.Search(ctx, tc.question, 8)
+			i := slices.IndexFunc(hits, func(h descindex.Hit) bool { return h.Term == tc.term })
+			if i < 0 {
+				t.Fatalf("no hit for %q among %+v", tc.term, hits)
+			}
+			h := hits[i]
+			if h.Schema+"."+h.Table != "public.orders" || !slices.Equal(h.Also, []string{"public.customers"}) || h.SQLHint != tc.sql ||
+				!strings.Contains(h.Text, "joined on orders.customer_id = customers.customer_id") {
+				t.Errorf("hit %+v: want orders and customers joined, SQL %s", h.Doc, tc.sql)
+			}
+			// A budget for three of the demo's tables (orders alone takes
+			// about half of it): of its 15 tables and views.
+			ch := eng.PreviewSchema(ctx, snap, tc.question, 800, nil)
+			for _, want := range []string{"public.orders", "public.customers"} {
+				if !slices.Contains(ch.Tables, want) {
+					t.Errorf("linked %q, lacks %s", ch.Tables, want)
+				}
+			}
+			if !slices.ContainsFunc(ch.Joins, func(j engine.JoinLink) bool {
+				return strings.Contains(j.Left+"="+j.Right, "orders.customer_id") && strings.Contains(j.Left+"="+j.Right, "customers.customer_id")
+			}) {
+				t.Errorf("joins %+v lack orders.customer_id = customers.customer_id", ch.Joins)
+			}
+			t.Logf("linked %q", ch.Tables)
+		})
 	}
 }

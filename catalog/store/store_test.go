@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog/verified"
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/testkit/poll"
@@ -25,7 +26,7 @@ import (
 
 // env is one cluster with a data database and a store database.
 type env struct {
-	c             *pgtest.Cluster
+	c             *pgcluster.Cluster
 	data, storeDB string
 }
 
@@ -33,7 +34,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	e := &env{c: c, data: pgtest.UniqueName(t, "data"), storeDB: pgtest.UniqueName(t, "store")}
 	for _, db := range []string{e.data, e.storeDB} {
 		if err := c.CreateDatabase(ctx, db); err != nil {

@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // testCluster is started once for the package; nil when Postgres is absent.
-var testCluster *pgtest.Cluster
+var testCluster *pgcluster.Cluster
 
 func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	cancel()
 	switch {
 	case errors.Is(err, pgtest.ErrNoPostgres):

@@ -23,6 +23,17 @@ type Candidate struct {
 	// Count is how often it was seen: 1 per remembered ask, the runs for a
 	// workload query.
 	Count int64
+	// Role is who asked a remembered ask: the role the suggestion drafted
+	// from it would be for; "" for a workload query.
+	Role string
+}
+
+// Dropped is a statement Suggest left out because what it names does not
+// resolve in the catalog (or not for the role that asked it), and why.
+// Text is the normalised statement: names, no literal.
+type Dropped struct {
+	Database, Text, Role, Reason string
+	Count                        int64
 }
 
 // Suggestion is a drafted entry and what it was drafted from.
@@ -46,7 +57,11 @@ var dollarParam = regexp.MustCompile(`\$([0-9]+)`)
 // values replaced by {pN} and any other quoted text or number by {?}; a
 // workload query has none, for the operator to write. Names are the
 // candidates' own (normalised); best seen first.
-func Suggest(cs []Candidate, existing []Entry, min int64) []Suggestion {
+//
+// check, when not nil, says why a candidate's statement cannot be suggested
+// for its role ("" when it can; Names.Check): such a candidate counts for
+// nothing and is returned among the dropped, one per statement and role.
+func Suggest(cs []Candidate, existing []Entry, min int64, check func(role, sql string) string) ([]Suggestion, []Dropped) {
 	type group struct {
 		s         Suggestion
 		questions map[string]int64
@@ -54,9 +69,27 @@ func Suggest(cs []Candidate, existing []Entry, min int64) []Suggestion {
 	}
 	var order []string
 	groups := map[string]*group{}
+	var dropped []Dropped
+	seen := map[string]int{} // database, text and role → its index in dropped, or -1 when kept
 	for _, c := range cs {
 		if strings.TrimSpace(c.Text) == "" {
 			continue
+		}
+		if check != nil {
+			k := c.Database + "\x00" + c.Text + "\x00" + c.Role
+			i, ok := seen[k]
+			if !ok {
+				i = -1
+				if why := check(c.Role, c.Text); why != "" {
+					i = len(dropped)
+					dropped = append(dropped, Dropped{Database: c.Database, Text: c.Text, Role: c.Role, Reason: why})
+				}
+				seen[k] = i
+			}
+			if i >= 0 {
+				dropped[i].Count += c.Count
+				continue
+			}
 		}
 		k := c.Database + "\x00" + c.Text
 		g := groups[k]
@@ -115,7 +148,7 @@ func Suggest(cs []Candidate, existing []Entry, min int64) []Suggestion {
 	for i := range out {
 		out[i].Entry.Name = fmt.Sprintf("suggested_%d", i+1)
 	}
-	return out
+	return out, dropped
 }
 
 // quotedOrNumber is text in a question that may be a data value.

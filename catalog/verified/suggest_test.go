@@ -54,7 +54,7 @@ func TestSuggest(t *testing.T) {
 		min:      1,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Suggest(tc.cs, tc.existing, tc.min)
+			got, _ := Suggest(tc.cs, tc.existing, tc.min, nil)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Suggest =\n%+v\nwant\n%+v", got, tc.want)
 			}

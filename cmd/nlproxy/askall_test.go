@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nlproxy/nlproxy/engine/askall"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -90,7 +91,7 @@ engine:
 func TestAuthenticatorConnector(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	auth := pgtest.UniqueName(t, "auth")
 	if err := c.CreateRole(ctx, auth, "auth-pw", false); err != nil {
 		t.Fatal(err)

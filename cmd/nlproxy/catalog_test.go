@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestCatalogCLI(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	if err := c.CreateDatabase(ctx, "shop"); err != nil {
 		t.Fatal(err)
 	}

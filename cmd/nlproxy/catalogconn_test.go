@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -47,7 +49,7 @@ func TestWithTarget(t *testing.T) {
 // catalogEnv is a SCRAM cluster with a catalog role and a database holding
 // a table that role may read, and one holding a table it may not.
 type catalogEnv struct {
-	c                           *pgtest.Cluster
+	c                           *pgcluster.Cluster
 	role, password              string
 	readableDB, unreadableDB    string
 	upstream                    string // default-route URL to readableDB
@@ -57,7 +59,7 @@ type catalogEnv struct {
 func newCatalogEnv(t *testing.T) catalogEnv {
 	t.Helper()
 	ctx := context.Background()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	e := catalogEnv{c: c, role: "nlproxy_catalog", password: "cat-pass", readableDB: "app", unreadableDB: "locked"}
 	if err := c.CreateRole(ctx, e.role, e.password, false); err != nil {
 		t.Fatal(err)

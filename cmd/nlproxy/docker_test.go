@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -207,7 +209,7 @@ func TestHealthcheckCommand(t *testing.T) {
 // those created later included, and can write nothing.
 func TestComposeCatalogRole(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	owner, db := pgtest.UniqueName(t, "app"), pgtest.UniqueName(t, "appdb")
 	if err := c.CreateRole(ctx, owner, "owner-pass", true); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/evalsim"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -24,7 +25,7 @@ import (
 func TestEvalCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	data := filepath.Join("..", "..", "datasets", "sql-eval")
 	prefix := pgtest.UniqueName(t, "cli") + "_"
 	upstream := cluster.URL(pgtest.Superuser, pgtest.SuperuserPassword, "postgres")
@@ -171,7 +172,7 @@ func TestEvalCommands(t *testing.T) {
 func TestEvalBIRDFormat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "databases", "shop"), 0o755); err != nil {
 		t.Fatal(err)

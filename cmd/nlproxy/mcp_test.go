@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/mcpserver"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -59,7 +60,7 @@ func TestMCPConfig(t *testing.T) {
 
 // mcpEnv is a cluster with an agent role and a table it may read.
 type mcpEnv struct {
-	c                 *pgtest.Cluster
+	c                 *pgcluster.Cluster
 	db, role, pass    string
 	certFile, keyFile string
 	certPEM           []byte
@@ -68,7 +69,7 @@ type mcpEnv struct {
 func newMCPEnv(t *testing.T) *mcpEnv {
 	t.Helper()
 	ctx := context.Background()
-	e := &mcpEnv{c: pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"}), db: pgtest.UniqueName(t, "mcpdb"),
+	e := &mcpEnv{c: pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"}), db: pgtest.UniqueName(t, "mcpdb"),
 		role: pgtest.UniqueName(t, "agent"), pass: "agent-secret"}
 	if err := e.c.CreateRole(ctx, e.role, e.pass, false); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -133,7 +134,7 @@ func scriptedOllama(t *testing.T, keywords, sql string) *fakeollama.Server {
 func TestOpsEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	db := pgtest.UniqueName(t, "ops")
 	if err := c.CreateDatabase(ctx, db); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -67,7 +68,7 @@ func TestOptimizeConfig(t *testing.T) {
 func TestOptimizeFlagsReachTheOptimizer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	db := pgtest.UniqueName(t, "optflags")
 	if err := c.CreateDatabase(ctx, db); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -23,7 +24,7 @@ import (
 func TestRedactionEverywhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	db := pgtest.UniqueName(t, "redact")
 	if err := c.CreateDatabase(ctx, db); err != nil {
 		t.Fatal(err)

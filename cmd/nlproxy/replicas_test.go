@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -109,7 +110,7 @@ func TestReplicasShareStore(t *testing.T) {
 	bin := buildNLProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	db, storeDB := pgtest.UniqueName(t, "shop"), pgtest.UniqueName(t, "store")
 	for _, d := range []string{db, storeDB} {
 		if err := c.CreateDatabase(ctx, d); err != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -69,7 +71,7 @@ func (s *syncBuffer) String() string {
 // through the socket with SCRAM; on shutdown the socket and its lock go away.
 func TestServeUnixSocket(t *testing.T) {
 	listenAddr := regexp.MustCompile(`"msg":"nlproxy listening","addr":"127\.0\.0\.1:(\d+)"`)
-	c := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	dir, err := os.MkdirTemp("", "nlpsock") // short: socket paths are limited to ~100 bytes
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,9 @@ suggest prints, as YAML to review, entries drafted from statements seen at
 least N times among the store's accepted asks and the workload profile under
 --data-dir (default $NLPROXY_DATA_DIR). Every literal is a :pN parameter, so
 no value of any role is printed; entries already verified are left out.
+Each statement is checked against the catalog snapshot of the database (the
+store's or the data directory's): one naming a relation or column gone, or
+(with NLPROXY_UPSTREAM set) one the asking role may not read, is dropped.
 
 Verified queries are question→SQL entries an operator trusts; 'nlproxy serve
 --verified FILE' answers a close match with the entry's SQL (guarded, run as
@@ -112,7 +115,7 @@ func runVerified(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			es = verified.Merge(es, stored)
 		}
-		return verifiedSuggest(ctx, stdout, st, *dataDir, *db, es, *minSeen)
+		return verifiedSuggest(ctx, stdout, stderr, st, *dataDir, *db, es, *minSeen)
 	case "list":
 		if st != nil {
 			stored, err := st.AllVerified(ctx)

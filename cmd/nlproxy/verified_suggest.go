@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	pg_query "github.com/pganalyze/pg_query_go/v5"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nlproxy/nlproxy/catalog"
+	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/memory"
 	"github.com/nlproxy/nlproxy/catalog/store"
 	"github.com/nlproxy/nlproxy/catalog/verified"
@@ -22,7 +27,19 @@ import (
 // entries drafted from the store's accepted asks and the workload profile
 // of db under dataDir (either may be absent). No literal of any statement
 // is printed: verified.Suggest turns each into a :pN parameter.
-func verifiedSuggest(ctx context.Context, stdout io.Writer, st *store.Store, dataDir, db string, existing []verified.Entry, min int64) error {
+//
+// Every statement is checked against the catalog snapshot of db (the
+// store's, else the one under dataDir; none is an error): one naming a
+// relation or column that no longer exists is dropped, and so is an ask
+// naming one its role may not read, when the configuration names an
+// upstream the catalog role can reach to say so (pg_catalog's privilege
+// functions; nothing of the database's own code runs).
+func verifiedSuggest(ctx context.Context, stdout, stderr io.Writer, st *store.Store, dataDir, db string, existing []verified.Entry, min int64) error {
+	names, closeNames, err := suggestNames(ctx, st, dataDir, db)
+	if err != nil {
+		return err
+	}
+	defer closeNames()
 	var cs []verified.Candidate
 	if st != nil {
 		pairs, err := st.Pairs(ctx, db)
@@ -37,7 +54,7 @@ func verifiedSuggest(ctx context.Context, stdout io.Writer, st *store.Store, dat
 			if err != nil {
 				continue
 			}
-			cs = append(cs, verified.Candidate{Database: db, Question: p.Question, Text: shape.Text, Values: literalValues(p.SQL), Count: 1})
+			cs = append(cs, verified.Candidate{Database: db, Question: p.Question, Text: shape.Text, Values: literalValues(p.SQL), Count: 1, Role: p.Role})
 		}
 	}
 	if dataDir != "" {
@@ -51,7 +68,21 @@ func verifiedSuggest(ctx context.Context, stdout io.Writer, st *store.Store, dat
 			}
 		}
 	}
-	ss := verified.Suggest(cs, existing, min)
+	ss, dropped := verified.Suggest(cs, existing, min, names.Check)
+	if names.Visible == nil {
+		fmt.Fprintf(stdout, "# The askers' privileges were not checked: no upstream is configured (NLPROXY_UPSTREAM).\n")
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(stderr, "verified suggest: %d statements dropped: what they name is not in the catalog of %s, or not readable by the role that asked\n", len(dropped), db)
+		fmt.Fprintf(stdout, "# Dropped, what they name not resolving in the catalog:\n")
+		for _, d := range dropped {
+			from := "workload"
+			if d.Role != "" {
+				from = "asks of " + d.Role
+			}
+			fmt.Fprintf(stdout, "#   seen %d times (%s): %s: %s\n", d.Count, from, d.Reason, strings.Join(strings.Fields(d.Text), " "))
+		}
+	}
 	if len(ss) == 0 {
 		fmt.Fprintf(stdout, "# no suggestions for %s (seen at least %d times, not already verified)\n", db, min)
 		return nil
@@ -67,6 +98,51 @@ func verifiedSuggest(ctx context.Context, stdout io.Writer, st *store.Store, dat
 		fmt.Fprintf(stdout, "\n# seen %d times (%s)\n%s", s.Seen, s.Source, b)
 	}
 	return nil
+}
+
+// suggestNames is the catalog check of verified suggest: db's snapshot
+// from the store or dataDir, and, when the configuration names an
+// upstream, each role's privileges read through the catalog role.
+func suggestNames(ctx context.Context, st *store.Store, dataDir, db string) (*verified.Names, func(), error) {
+	var snap *catalog.Snapshot
+	var err error
+	if st != nil {
+		if snap, err = st.LoadSnapshot(ctx, db, descindex.Options{}); err != nil {
+			snap = nil
+		}
+	}
+	if snap == nil && dataDir != "" {
+		if snap, err = catalog.LoadSnapshot(dataDir, db, descindex.Options{}); err != nil {
+			snap = nil
+		}
+	}
+	if snap == nil {
+		return nil, nil, fmt.Errorf("verified suggest: no catalog snapshot of %s in the catalog store or under %s, so what the suggestions name cannot be checked (nlproxy catalog build, or serve, writes one)", db, dataDir)
+	}
+	names := &verified.Names{Schema: snap.Schema}
+	cfg, err := loadConfig(nil, os.Getenv, io.Discard)
+	if err != nil || len(cfg.Upstreams) == 0 {
+		return names, func() {}, nil
+	}
+	connect, err := catalogConnector(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var conn *pgx.Conn
+	names.Visible = func(role string) (*catalog.Schema, error) {
+		if conn == nil {
+			if conn, err = connect(ctx, db); err != nil {
+				conn = nil
+				return nil, err
+			}
+		}
+		return snap.Schema.VisibleTo(ctx, conn, role)
+	}
+	return names, func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}, nil
 }
 
 // literalValues are the constants of sql in order, unquoted; only used to

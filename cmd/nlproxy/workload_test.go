@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/workload"
 )
@@ -69,7 +71,7 @@ func TestWorkloadOptions(t *testing.T) {
 // client learns what it runs, saves it beside the catalog on shutdown, and
 // `nlproxy workload show|forget` read and edit it; no literal is stored.
 func TestServeLearnsWorkload(t *testing.T) {
-	pg := pgtest.New(t, pgtest.Options{AuthMethod: "trust"})
+	pg := pgtest.New(t, pgcluster.Options{AuthMethod: "trust"})
 	ctx := context.Background()
 	db := pgtest.UniqueName(t, "wl")
 	if err := pg.CreateDatabase(ctx, db); err != nil {
@@ -177,7 +179,7 @@ func TestServeReadsStatStatements(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
 		t.Skipf("pg_stat_statements is not shipped with the server in %s: %v", bin, err)
 	}
-	pg := pgtest.New(t, pgtest.Options{AuthMethod: "trust", Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
+	pg := pgtest.New(t, pgcluster.Options{AuthMethod: "trust", Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
 	ctx := context.Background()
 	app := pgtest.UniqueName(t, "app")
 	if err := pg.Exec(ctx, "postgres", `CREATE EXTENSION pg_stat_statements;

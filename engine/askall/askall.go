@@ -34,6 +34,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
+	"github.com/nlproxy/nlproxy/internal/conversation"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/prompts"
 )
@@ -126,6 +127,9 @@ type Request struct {
 	// PlanOnly settles each step's SQL but runs nothing for the answer
 	// (ask-sql(all):).
 	PlanOnly bool
+	// History is the asking session's conversation (nil: none kept): a
+	// follow-up is read against it, and the answered question is added.
+	History *conversation.History
 }
 
 // Kind says what an Answer holds.
@@ -167,6 +171,9 @@ type Answer struct {
 	Skipped  []Skip
 	Combine  string
 	Computed []string // exact figures computed from the steps' results
+	// Standalone is the question as understood when it was a follow-up of
+	// the session's earlier asks ("" when it stood alone).
+	Standalone string
 }
 
 // Notices are the lines the client is told alongside the answer: each
@@ -174,6 +181,9 @@ type Answer struct {
 // step, each computed figure.
 func (ans *Answer) Notices() []string {
 	var out []string
+	if ans.Standalone != "" {
+		out = append(out, "nlproxy: understood as: "+ans.Standalone)
+	}
 	for _, s := range ans.Skipped {
 		out = append(out, fmt.Sprintf("nlproxy: database %s skipped: %s", s.Database, s.Reason))
 	}
@@ -243,7 +253,60 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 	}
 	a.Logger.Info("question across databases answered", zap.String("user", req.User), zap.String("role", ans.Role),
 		zap.String("question", a.Engine.Redact.Question(req.Question)), zap.Strings("notices", notices))
+	req.History.Add(ans.turn(req.Question))
 	return ans, nil
+}
+
+// turn is the answered question as the session's conversation keeps it:
+// the question as asked and as understood, each step's SQL as the model may
+// see it (headed by its database), and the shape of the rows answered with
+// (one step's), never the rows. The prompt shows SQL on one line, so each
+// step's is headed "(database name)".
+func (ans *Answer) turn(question string) conversation.Turn {
+	t := conversation.Turn{Question: question, Standalone: ans.Standalone, Rows: -1}
+	var sql []string
+	for _, st := range ans.Steps {
+		if st.modelSQL != "" {
+			sql = append(sql, "(database "+st.Database+") "+st.modelSQL)
+		}
+	}
+	t.SQL = strings.Join(sql, "; ")
+	rows := ans.Rows
+	if rows == nil && len(ans.Steps) == 1 {
+		rows = ans.Steps[0].Rows
+	}
+	if rows != nil {
+		t.Columns, t.Rows, t.More = rows.Columns, len(rows.Values), rows.Truncated
+	}
+	return t
+}
+
+// understand reads a follow-up against the session's conversation: one
+// small model call, skipped when the question clearly stands alone or
+// nothing was asked before; the rest of the question is answered from
+// the standalone question.
+func (a *Asker) understand(ctx context.Context, req *Request, ans *Answer) error {
+	turns := req.History.Turns()
+	if len(turns) == 0 || engine.StandsAlone(req.Question) {
+		return nil
+	}
+	q, _, err := engine.Understand(ctx, chatModel{a: a, step: "followup"}, req.Question, turns)
+	if err != nil || q == "" {
+		return err
+	}
+	ans.Standalone, req.Question = q, q
+	return nil
+}
+
+// chatModel is an engine.JSONModel over the asker's own model client.
+type chatModel struct {
+	a    *Asker
+	step string
+}
+
+func (m chatModel) JSON(ctx context.Context, p prompts.Prompt, _ float64, out any) error {
+	_, err := llm.ChatJSON(ctx, m.a.LLM, m.a.chat(llm.RoleSmall, m.step, p), out)
+	return err
 }
 
 func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
@@ -254,6 +317,9 @@ func (a *Asker) ask(ctx context.Context, req Request) (*Answer, error) {
 		return nil, pg.ErrFailedTransaction
 	}
 	ans := &Answer{}
+	if err := a.understand(ctx, &req, ans); err != nil {
+		return nil, err
+	}
 	role, login, err := a.sessionRoles(ctx, req)
 	if err != nil {
 		return nil, err

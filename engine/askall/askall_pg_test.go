@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -39,7 +40,7 @@ const (
 // (its authenticator's server is down) and a second cluster's far (where
 // alice does not exist); one authenticator role, NOINHERIT, granted alice.
 type world struct {
-	main, other *pgtest.Cluster
+	main, other *pgcluster.Cluster
 	fake        *fakeollama.Server
 	asker       *Asker
 	alice       *pgconn.PgConn // alice's own session on eu
@@ -76,13 +77,13 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	w := &world{main: pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"}), other: pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})}
-	for _, c := range []*pgtest.Cluster{w.main, w.other} {
+	w := &world{main: pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"}), other: pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})}
+	for _, c := range []*pgcluster.Cluster{w.main, w.other} {
 		if err := c.Exec(ctx, "postgres", "CREATE ROLE nlproxy_auth LOGIN NOINHERIT PASSWORD '"+authPass+"'"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	must := func(c *pgtest.Cluster, db, sql string) {
+	must := func(c *pgcluster.Cluster, db, sql string) {
 		t.Helper()
 		if err := c.Exec(ctx, db, sql); err != nil {
 			t.Fatalf("%s: %v", db, err)

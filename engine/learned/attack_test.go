@@ -16,6 +16,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/learned"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
@@ -33,7 +34,7 @@ const (
 )
 
 type attackFixture struct {
-	cluster               *pgtest.Cluster
+	cluster               *pgcluster.Cluster
 	app, mallory, analyst string
 	appConn, malConn      *pgx.Conn
 	analystConn           *pgconn.PgConn
@@ -50,7 +51,7 @@ func newAttackFixture(t *testing.T) *attackFixture {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "lib", "pg_stat_statements.so")); err != nil {
 		needs.Missing(t, "pg_stat_statements is not shipped with the server in %s (install postgresql-contrib): %v", bin, err)
 	}
-	c := pgtest.New(t, pgtest.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
+	c := pgtest.New(t, pgcluster.Options{Settings: map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}})
 	ctx := context.Background()
 	f := &attackFixture{cluster: c, app: pgtest.UniqueName(t, "app"), mallory: pgtest.UniqueName(t, "mallory"), analyst: pgtest.UniqueName(t, "analyst")}
 	if err := c.Exec(ctx, "postgres", `

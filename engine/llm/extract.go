@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nlproxy/nlproxy/internal/sqlscan"
 )
 
 // Small local models wrap their answers in reasoning, prose, Markdown fences
@@ -230,96 +232,46 @@ func statementPass(s string, re *regexp.Regexp, prose, upperOnly bool) string {
 // sqlEnd returns the length of the statement at the start of s: up to the
 // first ';' outside quotes, identifiers, comments and dollar quotes; in prose
 // also up to a blank line, and after an inline backtick up to the next one.
-//
-// This lexer is hand-written on purpose, beside pg_query's scanner (which
-// eval/compare and the guard use): it reads a model's answer, where SQL runs
-// on into prose, and the scanner fails a whole text over one apostrophe in
-// "don't" or an unclosed backtick; the ends it looks for (a blank line, a
-// backtick) are not SQL tokens; and it keeps this package free of cgo.
+// It reads with the one SQL scanner (internal/sqlscan), not pg_query's: a
+// model's answer runs on into prose, and the ends looked for (a blank line,
+// a backtick) are not SQL tokens; an apostrophe in "don't" opens a string
+// that runs to the end, as it would on the server.
 func sqlEnd(s string, prose, backtick bool) int {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for t := range sqlscan.Tokens(s, sqlscan.Options{}) {
 		switch {
-		case c == ';':
-			return i
-		case c == '`' && backtick:
-			return i
-		case c == '\n' && prose:
-			j := i + 1
-			for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r') {
-				j++
+		case t.Kind == sqlscan.Op && (s[t.Start] == ';' || (s[t.Start] == '`' && backtick)):
+			return t.Start
+		case t.Kind == sqlscan.Space && prose:
+			if i := blankLine(s[t.Start:t.End], t.End == len(s)); i >= 0 {
+				return t.Start + i
 			}
-			if j >= len(s) || s[j] == '\n' {
-				return i
-			}
-		case c == '\'' || c == '"':
-			i = skipQuoted(s, i, c)
-		case c == '-' && strings.HasPrefix(s[i:], "--"):
-			if nl := strings.IndexByte(s[i:], '\n'); nl >= 0 {
-				i += nl - 1 // the newline itself is seen next
-			} else {
-				return len(s)
-			}
-		case c == '/' && strings.HasPrefix(s[i:], "/*"):
-			i = skipBlockComment(s, i)
-		case c == '$':
-			i = skipDollar(s, i)
 		}
 	}
 	return len(s)
 }
 
-// skipQuoted returns the index of the closing quote; a doubled quote escapes it.
-func skipQuoted(s string, i int, q byte) int {
-	for j := i + 1; j < len(s); j++ {
-		if s[j] == q {
-			if j+1 < len(s) && s[j+1] == q {
-				j++
-				continue
-			}
-			return j
-		}
-	}
-	return len(s) - 1
-}
-
-// skipBlockComment returns the index of the final '/' of a (nested) comment.
-func skipBlockComment(s string, i int) int {
-	depth := 0
-	for j := i; j+1 < len(s); j++ {
-		switch {
-		case s[j] == '/' && s[j+1] == '*':
-			depth++
+// blankLine returns the index in space of a newline that ends the text or
+// is followed by an empty line (spaces, tabs and carriage returns only);
+// atEnd says space is the end of the text.
+func blankLine(space string, atEnd bool) int {
+	for i := strings.IndexByte(space, '\n'); i >= 0; {
+		j := i + 1
+		for j < len(space) && (space[j] == ' ' || space[j] == '\t' || space[j] == '\r') {
 			j++
-		case s[j] == '*' && s[j+1] == '/':
-			depth--
-			j++
-			if depth == 0 {
-				return j
-			}
 		}
+		if (j == len(space) && atEnd) || (j < len(space) && space[j] == '\n') {
+			return i
+		}
+		k := strings.IndexByte(space[i+1:], '\n')
+		if k < 0 {
+			return -1
+		}
+		i += 1 + k
 	}
-	return len(s) - 1
-}
-
-// skipDollar skips a $tag$...$tag$ string; $1-style parameters are left.
-func skipDollar(s string, i int) int {
-	j := i + 1
-	for j < len(s) && (s[j] == '_' || isAlpha(s[j]) || (j > i+1 && isDigit(s[j]))) {
-		j++
-	}
-	if j >= len(s) || s[j] != '$' {
-		return i
-	}
-	tag := s[i : j+1]
-	if k := strings.Index(s[j+1:], tag); k >= 0 {
-		return j + 1 + k + len(tag) - 1
-	}
-	return len(s) - 1
+	return -1
 }
 
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80 }
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // ExtractJSON finds the JSON value in a model's answer and unmarshals it
 // into v. It strips reasoning blocks, prefers ```json fences (the last
@@ -406,70 +358,85 @@ func matchBracket(s string, i int) int {
 // cleanJSON removes comments, trailing commas and Python literals outside
 // strings.
 func cleanJSON(s string) []byte {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		end := i + 1
+		switch c := s[i]; {
 		case c == '"':
-			j := i + 1
-			for ; j < len(s) && s[j] != '"'; j++ {
-				if s[j] == '\\' {
-					j++
-				}
-			}
-			b = append(b, s[i:min(j+1, len(s))]...)
-			i = j
-		case c == '/' && i+1 < len(s) && s[i+1] == '/':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(s) && s[i+1] == '*':
-			if k := strings.Index(s[i+2:], "*/"); k >= 0 {
-				i += k + 3
-			} else {
-				i = len(s)
-			}
+			end = jsonStringEnd(s, i)
+			b = append(b, s[i:end]...)
+		case strings.HasPrefix(s[i:], "//") || strings.HasPrefix(s[i:], "/*"):
+			end = jsonCommentEnd(s, i)
 		case c == ',':
-			// Drop it when only whitespace or comments precede a closer.
-			j := i + 1
-		ahead:
-			for j < len(s) {
-				switch {
-				case s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r':
-					j++
-				case strings.HasPrefix(s[j:], "//"):
-					for j < len(s) && s[j] != '\n' {
-						j++
-					}
-				default:
-					break ahead
-				}
+			if !closerFollows(s, end) {
+				b = append(b, c)
 			}
-			if j < len(s) && (s[j] == '}' || s[j] == ']') {
-				continue
+		case isAlpha(c):
+			for end < len(s) && isAlpha(s[end]) {
+				end++
 			}
-			b = append(b, c)
-		case isAlpha(c) && (i == 0 || !isAlpha(s[i-1])):
-			j := i
-			for j < len(s) && isAlpha(s[j]) {
-				j++
-			}
-			switch w := s[i:j]; w {
-			case "True":
-				b = append(b, "true"...)
-			case "False":
-				b = append(b, "false"...)
-			case "None":
-				b = append(b, "null"...)
-			default:
-				b = append(b, w...)
-			}
-			i = j - 1
+			b = append(b, pythonLiteral(s[i:end])...)
 		default:
 			b = append(b, c)
 		}
+		i = end
 	}
 	return b
+}
+
+// jsonStringEnd returns the end of the JSON string opened at s[i].
+func jsonStringEnd(s string, i int) int {
+	j := i + 1
+	for ; j < len(s) && s[j] != '"'; j++ {
+		if s[j] == '\\' {
+			j++
+		}
+	}
+	return min(j+1, len(s))
+}
+
+// jsonCommentEnd returns the end of the // (with its newline) or /* */
+// comment at s[i]; an unclosed /* runs to the end.
+func jsonCommentEnd(s string, i int) int {
+	closer := "\n"
+	if s[i+1] == '*' {
+		closer = "*/"
+	}
+	if k := strings.Index(s[i+2:], closer); k >= 0 {
+		return i + 2 + k + len(closer)
+	}
+	return len(s)
+}
+
+// closerFollows reports whether only whitespace and // comments come
+// before a '}' or ']' at s[j:]: a trailing comma.
+func closerFollows(s string, j int) bool {
+	for j < len(s) {
+		switch {
+		case s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r':
+			j++
+		case strings.HasPrefix(s[j:], "//"):
+			for j < len(s) && s[j] != '\n' {
+				j++
+			}
+		default:
+			return s[j] == '}' || s[j] == ']'
+		}
+	}
+	return false
+}
+
+// pythonLiteral maps Python's True, False and None to JSON.
+func pythonLiteral(w string) string {
+	switch w {
+	case "True":
+		return "true"
+	case "False":
+		return "false"
+	case "None":
+		return "null"
+	}
+	return w
 }
 
 func badOutput(op string, err error, text string) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/guard/sealed"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -61,7 +62,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := pgtest.New(t, pgtest.Options{})
+	cl := pgtest.New(t, pgcluster.Options{})
 	dbName := fmt.Sprintf("opt_%d", time.Now().UnixNano())
 	if err := cl.CreateDatabase(ctx, dbName); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -108,7 +110,7 @@ func TestGlossaryEntries(t *testing.T) {
 // (LoadSchema), and checks tables, column comments, glossary and statistics
 // where each way says they go.
 func TestLoadTargets(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	ds := &Dataset{Name: FormatSQLEval, Dir: testDataset(t)}
 	connect := func(ctx context.Context, db string) (*pgx.Conn, error) { return c.Connect(ctx, db) }
@@ -229,7 +231,7 @@ func TestLoadTargets(t *testing.T) {
 // description whose table or column is missing is left out with a warning
 // and the rest still loads.
 func TestLoadResolvesNames(t *testing.T) {
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	ctx := context.Background()
 	dir := t.TempDir()
 	db := "mixed"

@@ -19,8 +19,32 @@ import (
 
 // Statement is SQL the guard accepted, sealed: the one form nlproxy ever
 // sends upstream. Only guard.Seal (and what the guard derives from a sealed
-// statement) makes a non-zero one; the zero value holds nothing.
-type Statement = stmt.Statement
+// statement) makes a non-zero one: what it holds is a stmt.Body, which only
+// packages under guard/ can make. The zero value holds nothing.
+type Statement struct{ body stmt.Body }
+
+// Of is how the guard hands out the Body it made. Nothing outside guard/
+// has a Body but one taken from a Statement (Body), so Of makes no new
+// statement for anyone else.
+func Of(b stmt.Body) Statement { return Statement{body: b} }
+
+// Body is what s holds, for the guard.
+func (s Statement) Body() stmt.Body { return s.body }
+
+// SQL is the sealed text: what the server executes. It is ASCII only (other
+// characters as \u escapes), its string constants are either plain without
+// backslashes or E” strings, and built-in functions are qualified with
+// pg_catalog. So it lexes to the same single statement whatever the session's
+// client_encoding, standard_conforming_strings, backslash_quote or
+// search_path.
+func (s Statement) SQL() string { return s.body.SQL() }
+
+// Display is the statement as written (by the model, after literal
+// correction), for people: the NOTICE and ask-sql show it.
+func (s Statement) Display() string { return s.body.Display() }
+
+// IsZero reports whether s was not made by the guard.
+func (s Statement) IsZero() bool { return s.body.IsZero() }
 
 // PinnedSearchPath is the search_path inside every Scope. Functions and
 // operators are never looked up in pg_temp, so an unqualified call or
@@ -99,7 +123,7 @@ func timeoutMillis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
 // transaction. Name resolution is pinned, except for SessionProbe, which
 // reads the session's own search_path.
 func TrialScope(st Statement, tx pg.TxStatus, timeout time.Duration) (Scope, error) {
-	k := kind{pin: !stmt.IsProbe(st), trial: true}
+	k := kind{pin: !stmt.IsProbe(st.body), trial: true}
 	switch tx {
 	case pg.TxIdle:
 		return Scope{
@@ -168,7 +192,7 @@ func TrialScopeAs(st Statement, tx pg.TxStatus, timeout time.Duration, role stri
 		return Scope{}, err
 	}
 	return Scope{
-		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, kind{pin: !stmt.IsProbe(st), trial: true}), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
+		Enter:   []string{"BEGIN READ ONLY", timeoutLocal(timeout, kind{pin: !stmt.IsProbe(st.body), trial: true}), "SELECT pg_catalog.set_config('role', " + lit + ", true)"},
 		Exit:    []string{"ROLLBACK"},
 		Recover: []string{"ROLLBACK"},
 		Start:   tx,

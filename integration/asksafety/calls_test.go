@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/nlproxy/nlproxy/testkit/pgtest"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 )
 
 // mallorysCalls counts the calls of mallory's functions in db so far. Each
@@ -17,7 +17,7 @@ import (
 // the transaction did next: a counter in a table or sequence cannot count
 // inside the READ ONLY scope asks run in (nextval fails there), so a call
 // that the scope let through would go unseen.
-func mallorysCalls(tb testing.TB, cluster *pgtest.Cluster, db string) int64 {
+func mallorysCalls(tb testing.TB, cluster *pgcluster.Cluster, db string) int64 {
 	tb.Helper()
 	b, err := os.ReadFile(filepath.Join(cluster.Dir(), "postgres.log"))
 	if err != nil {
@@ -28,7 +28,7 @@ func mallorysCalls(tb testing.TB, cluster *pgtest.Cluster, db string) int64 {
 
 // checkCallDetector calls one of mallory's functions directly and checks
 // the call is counted: the detector can see what it looks for.
-func checkCallDetector(tb testing.TB, cluster *pgtest.Cluster, admin *pgx.Conn, db string) {
+func checkCallDetector(tb testing.TB, cluster *pgcluster.Cluster, admin *pgx.Conn, db string) {
 	tb.Helper()
 	before := mallorysCalls(tb, cluster, db)
 	if _, err := admin.Exec(context.Background(), "SELECT mallory.chk('x')"); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/guard"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -64,7 +65,7 @@ ANALYZE;
 // and an in-process proxy whose engine allows write_when_writable (so that
 // only the proxy's read-only scope stands between it and a write).
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	fake    *fakeollama.Server
 	cats    *catalog.Manager
 	admin   *pgx.Conn
@@ -77,7 +78,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	db := victimDB + "_" + randomSuffix(t)
 	if err := cluster.CreateRole(ctx, askUser, askPass, false); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/guard"
 	"github.com/nlproxy/nlproxy/internal/pg"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -21,7 +22,7 @@ import (
 // temporary stand-ins, the guard options an ask of that session seals with,
 // and where every call of mallory's functions shows (the server log).
 type differential struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	db      string
 	admin   *pgx.Conn
 	conn    *pgconn.PgConn
@@ -32,7 +33,7 @@ func newDifferential(tb testing.TB) *differential {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(tb, pgtest.Options{})
+	cluster := pgtest.New(tb, pgcluster.Options{})
 	if err := cluster.CreateRole(ctx, mallory, mallory+"-secret", false); err != nil {
 		tb.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -51,11 +52,12 @@ INSERT INTO scratch (note) VALUES ('first'), ('second');
 // Ollama (served through an observer that sees cancelled requests) and the
 // default proxy. Subtests share it and script the fake per question.
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	fake    *fakeollama.Server
 	obs     *observer
 	cats    *catalog.Manager
 	proxy   string // address of the default proxy
+	eng     *engine.Engine
 	admin   *pgx.Conn
 
 	asksMu sync.Mutex
@@ -101,7 +103,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	// The asking role owns the data: it is loaded over TCP with its own
 	// SCRAM login, as an application would.
 	pgtest.OwnedSampleDB(ctx, t, cluster, askUser, askPass, db)
@@ -135,7 +137,8 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("catalog: %v", err)
 	}
 	f := &fixture{cluster: cluster, fake: fake, obs: obs, cats: cats, admin: admin}
-	f.proxy = f.startProxy(t, f.engine(t, engineOpts{host: hs.URL}))
+	f.eng = f.engine(t, engineOpts{host: hs.URL})
+	f.proxy = f.startProxy(t, f.eng)
 	return f
 }
 
@@ -177,8 +180,16 @@ func (f *fixture) engine(t *testing.T, o engineOpts) *engine.Engine {
 // package report); the TLS legs are covered by the integration package.
 func (f *fixture) startProxy(t *testing.T, eng *engine.Engine) string {
 	t.Helper()
+	return f.startProxyRelay(t, eng, false)
+}
+
+// startProxyRelay is startProxy on the goroutine relay when goroutines is
+// set (on Linux the event loop carries plaintext sessions by default).
+func (f *fixture) startProxyRelay(t *testing.T, eng *engine.Engine, goroutines bool) string {
+	t.Helper()
 	srv := &proxy.Server{
-		Upstreams: []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
+		GoroutineRelay: goroutines,
+		Upstreams:      []proxy.Upstream{{Address: f.cluster.Addr(), TLS: proxy.UpstreamTLSDisable}},
 		// Every ask sends its progress NOTICEs at once, so that every client
 		// of the matrix (JDBC's warning chain, psycopg's notices list, the
 		// extended protocol) gets them before its answer.
@@ -226,10 +237,7 @@ func keywordsReply(keywords []string, entities []string) string {
 	return fmt.Sprintf(`{"keywords": %s, "entities": %s}`, q(keywords), q(entities))
 }
 
-// client is a pgx connection through a proxy that keeps the notices it gets.
-type client = clienttest.NoticeConn
-
-func (f *fixture) connect(t *testing.T, addr string) *client {
+func (f *fixture) connect(t *testing.T, addr string) *clienttest.NoticeConn {
 	t.Helper()
 	return clienttest.ConnectNotices(t, fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", askUser, askPass, addr, db))
 }
@@ -274,7 +282,7 @@ func pgCode(err error) string {
 }
 
 // assertUsable checks the session still answers plain SQL.
-func assertUsable(ctx context.Context, t *testing.T, c *client) {
+func assertUsable(ctx context.Context, t *testing.T, c *clienttest.NoticeConn) {
 	t.Helper()
 	got, err := queryText(ctx, c.Conn, "SELECT 40 + 2", pgx.QueryExecModeSimpleProtocol)
 	if err != nil || got != "42" {

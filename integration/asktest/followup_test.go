@@ -131,6 +131,60 @@ func testFollowUp(t *testing.T, f *fixture) {
 			t.Errorf("%d rewrites after another session and ask(new), want still 2", n)
 		}
 	})
+
+	// The table-function form reads and adds to the history like the
+	// markers, and its profile word 'new' starts it again, on the event
+	// loop and on the goroutine relay, in simple and extended protocol.
+	goroutines := f.startProxyRelay(t, f.eng, true)
+	for _, relay := range []struct{ name, addr string }{{"event loop", f.proxy}, {"goroutine relay", goroutines}} {
+		for _, mode := range []struct {
+			name string
+			exec pgx.QueryExecMode
+		}{{"simple", pgx.QueryExecModeSimpleProtocol}, {"extended", pgx.QueryExecModeExec}} {
+			t.Run("table function/"+relay.name+"/"+mode.name, func(t *testing.T) {
+				c := f.connect(t, relay.addr)
+				fn := func(q string, args ...string) string {
+					return "SELECT * FROM nlproxy.ask('" + strings.Join(append([]string{q}, args...), "', '") + "')"
+				}
+				before := len(rewrites())
+				step := func(what, stmt, want string, rewritten int) {
+					t.Helper()
+					n := len(c.Notices())
+					got, err := queryText(ctx, c.Conn, stmt, mode.exec)
+					if err != nil || got != want {
+						t.Fatalf("%s: %q, %v; want %q", what, got, err, want)
+					}
+					if d := len(rewrites()) - before; d != rewritten {
+						t.Fatalf("%s: %d rewrites so far, want %d", what, d, rewritten)
+					}
+					understood := strings.Contains(strings.Join(c.Notices()[n:], "\n"), "understood as: "+s2)
+					if want == want2 && !understood {
+						t.Errorf("%s: no \"understood as\" notice: %q", what, c.Notices()[n:])
+					}
+					if want != want2 && understood {
+						t.Errorf("%s: answered as a follow-up", what)
+					}
+				}
+				// The table function adds its ask: a marker follows it.
+				step("table function, first", fn(q1), want1, 0)
+				step("marker after the table function", "-- ask: "+q2, want2, 1)
+				// It reads the history too.
+				step("table function follow-up", fn(q2), want2, 2)
+				// 'new' forgets: the follow-up is asked as it is.
+				step("table function, new", fn(q2, "new"), wantAlone, 2)
+				// What it answered is the whole history now.
+				step("marker after 'new'", "-- ask: "+q2, want2, 3)
+				rw := rewrites()
+				prompt := promptOf(rw[len(rw)-1])
+				if strings.Contains(prompt, q1) || strings.Contains(prompt, "GROUP BY c.customer_id, c.name ORDER") {
+					t.Errorf("the rewrite after 'new' still sees the earlier asks:\n%s", prompt)
+				}
+				if !strings.Contains(prompt, sqlAlone) {
+					t.Errorf("the rewrite after 'new' lacks the ask 'new' answered:\n%s", prompt)
+				}
+			})
+		}
+	}
 }
 
 func promptOf(r fakeollama.Recorded) string {

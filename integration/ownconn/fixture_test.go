@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/nlproxy/nlproxy/internal/ownconn"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -27,7 +28,7 @@ import (
 // (the README's: SELECT on what it indexes, plus a secret table it may read
 // and nobody else may), and an authenticator.
 type world struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	db      string
 	tag     string // marker of this world's user functions: "RAN-" + tag
 	cat     string // catalog role
@@ -46,8 +47,8 @@ func statStatements(tb testing.TB) bool {
 	return err == nil
 }
 
-func newCluster(tb testing.TB) *pgtest.Cluster {
-	opts := pgtest.Options{}
+func newCluster(tb testing.TB) *pgcluster.Cluster {
+	opts := pgcluster.Options{}
 	if statStatements(tb) {
 		opts.Settings = map[string]string{"shared_preload_libraries": "'pg_stat_statements'"}
 	}
@@ -61,7 +62,7 @@ func spy(tag, what, ret string) string {
 }
 
 // newWorld creates the database, the roles and the hostile objects.
-func newWorld(tb testing.TB, cluster *pgtest.Cluster) *world {
+func newWorld(tb testing.TB, cluster *pgcluster.Cluster) *world {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

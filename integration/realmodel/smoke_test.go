@@ -27,6 +27,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/askall"
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/engine/optimize"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/prompts"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
@@ -260,7 +261,7 @@ func (r *recorder) take() []call {
 }
 
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	rec     *recorder
 	cats    *catalog.Manager
 	model   string
@@ -275,7 +276,7 @@ func newFixture(t *testing.T) *fixture {
 	host, model, _, logPath := env(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{AuthMethod: "scram-sha-256"})
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256"})
 	pgtest.OwnedSampleDB(ctx, t, cluster, askUser, askPass, db)
 	base, err := llm.ParseHost(host)
 	if err != nil {

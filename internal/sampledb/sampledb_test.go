@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestLoadSmall(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	counts := func(db string) map[string]int64 {
 		conn, err := c.Connect(ctx, db)
 		if err != nil {
@@ -95,7 +96,7 @@ func TestLoadSmall(t *testing.T) {
 
 func TestWideSchema(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.New(t, pgtest.Options{})
+	c := pgtest.New(t, pgcluster.Options{})
 	conn, err := c.Connect(ctx, "postgres")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/eval/dataset"
 	"github.com/nlproxy/nlproxy/eval/runner"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/proxy"
 	"github.com/nlproxy/nlproxy/router"
 	"github.com/nlproxy/nlproxy/testkit/clienttest"
@@ -30,7 +31,7 @@ const model = "qwen2.5-coder:7b"
 // fixture: one cluster with the sql-eval databases loaded (names prefixed,
 // unique to the run) and the catalog over them.
 type fixture struct {
-	cluster *pgtest.Cluster
+	cluster *pgcluster.Cluster
 	ds      *dataset.Dataset
 	prefix  string
 	cats    *catalog.Manager
@@ -57,7 +58,7 @@ func newFixture(t *testing.T, ds *dataset.Dataset) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgtest.Options{})
+	cluster := pgtest.New(t, pgcluster.Options{})
 	f := &fixture{cluster: cluster, ds: ds, prefix: pgtest.UniqueName(t, "ev") + "_"}
 	for _, db := range ds.DBs() {
 		if _, err := dataset.Load(ctx, cluster.Connect, ds, db, dataset.LoadOptions{Prefix: f.prefix}); err != nil {

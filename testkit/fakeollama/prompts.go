@@ -7,6 +7,7 @@ const (
 	PromptKeywords  = "You pick search terms"
 	PromptCandidate = "Divide: split the question"
 	PromptFixer     = "did not work as it should"
+	PromptFollowup  = "You rewrite a follow-up question"
 	// ask(all)'s stages
 	PromptSwitch = "You decide whether a question needs data"
 	PromptPlan   = "You plan how to answer a question from several"

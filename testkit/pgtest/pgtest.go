@@ -16,12 +16,6 @@ import (
 	"github.com/nlproxy/nlproxy/internal/pgcluster"
 )
 
-// Cluster is a running throwaway PostgreSQL server.
-type Cluster = pgcluster.Cluster
-
-// Options configure a cluster.
-type Options = pgcluster.Options
-
 // Superuser is the bootstrap superuser of every cluster.
 const Superuser = pgcluster.Superuser
 
@@ -32,7 +26,9 @@ const SuperuserPassword = pgcluster.SuperuserPassword
 var ErrNoPostgres = pgcluster.ErrNoPostgres
 
 // Start creates and starts a cluster. The caller must call Stop.
-func Start(ctx context.Context, opts Options) (*Cluster, error) { return pgcluster.Start(ctx, opts) }
+func Start(ctx context.Context, opts pgcluster.Options) (*pgcluster.Cluster, error) {
+	return pgcluster.Start(ctx, opts)
+}
 
 // FindBinDir returns the directory holding initdb, pg_ctl and postgres.
 func FindBinDir() (string, error) { return pgcluster.FindBinDir() }
@@ -44,7 +40,7 @@ func SelfSignedCert() (certPEM, keyPEM []byte, err error) { return pgcluster.Sel
 // New starts a cluster for a test and stops it when the test ends. It skips the
 // test with a clear message when the server binaries cannot be found and fails
 // it on any other start error.
-func New(tb testing.TB, opts Options) *Cluster {
+func New(tb testing.TB, opts pgcluster.Options) *pgcluster.Cluster {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -7,13 +7,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 func TestClusterAuthMethods(t *testing.T) {
 	for _, method := range []string{"trust", "md5", "scram-sha-256"} {
 		t.Run(method, func(t *testing.T) {
-			c := pgtest.New(t, pgtest.Options{AuthMethod: method, TLS: method == "scram-sha-256"})
+			c := pgtest.New(t, pgcluster.Options{AuthMethod: method, TLS: method == "scram-sha-256"})
 			ctx := context.Background()
 			conn, err := pgx.Connect(ctx, c.DSN("postgres"))
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/internal/sampledb"
 )
 
@@ -13,7 +14,7 @@ import (
 // superuser) with password pass, database db owned by it, and the small
 // sample data loaded over TCP with the role's own login, as an application
 // would load its data.
-func OwnedSampleDB(ctx context.Context, tb testing.TB, c *Cluster, role, pass, db string) {
+func OwnedSampleDB(ctx context.Context, tb testing.TB, c *pgcluster.Cluster, role, pass, db string) {
 	tb.Helper()
 	if err := c.CreateRole(ctx, role, pass, false); err != nil {
 		tb.Fatal(err)

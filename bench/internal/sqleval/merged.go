@@ -11,6 +11,7 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/eval/dataset"
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -18,7 +19,7 @@ import (
 // only, when given) into one database of cluster c, one schema each, and
 // builds its catalog snapshot with their glossaries. It returns the
 // answerable questions of the loaded databases.
-func Merged(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, error) {
+func Merged(ctx context.Context, c *pgcluster.Cluster, name string, ds *dataset.Dataset, only []string) (*catalog.Snapshot, []dataset.Question, error) {
 	snaps, qs, err := MergedWith(ctx, c, name, ds, only, descindex.Options{})
 	if err != nil {
 		return nil, nil, err
@@ -29,7 +30,7 @@ func Merged(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dat
 // MergedWith is Merged building one snapshot per description-index option
 // set (with and without an embedder, say) of the same loaded database; an
 // index with an embedder is embedded before it is returned.
-func MergedWith(ctx context.Context, c *pgtest.Cluster, name string, ds *dataset.Dataset, only []string, descs ...descindex.Options) ([]*catalog.Snapshot, []dataset.Question, error) {
+func MergedWith(ctx context.Context, c *pgcluster.Cluster, name string, ds *dataset.Dataset, only []string, descs ...descindex.Options) ([]*catalog.Snapshot, []dataset.Question, error) {
 	var qs []dataset.Question
 	for _, q := range ds.Questions {
 		if !q.Unanswerable {
@@ -132,12 +133,12 @@ func Only(s string) []string {
 
 // Open opens the sql-eval dataset in dir and starts the throwaway cluster
 // it is loaded into; stop the cluster when done.
-func Open(ctx context.Context, dir string) (*dataset.Dataset, *pgtest.Cluster, error) {
+func Open(ctx context.Context, dir string) (*dataset.Dataset, *pgcluster.Cluster, error) {
 	ds, err := dataset.OpenSQLEval(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := pgtest.Start(ctx, pgtest.Options{})
+	c, err := pgtest.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
