@@ -8,8 +8,9 @@ import "bytes"
 // the session apart from others (distinct sessions weigh what is learnt,
 // not how many statements one session sends). It is called from one
 // place, onClient (messages.go), which every relay calls between reading a
-// message and passing it on, so it must return at once (hand the text to a bounded queue,
-// dropping when full). sql is the proxy's read buffer, in the client's
+// message and passing it on, so it must return at once and cost little:
+// count a text seen recently, hand a new one to a bounded queue, drop when
+// full (workload.Collector: a hash and a count per statement). sql is the proxy's read buffer, in the client's
 // encoding, valid only during the call: copy what is kept.
 //
 // Not observed: a statement longer than the read buffer, which the relay

@@ -60,7 +60,9 @@ func TestRelayDropsRatherThanBlocks(t *testing.T) {
 		for i := range 3 * size {
 			var n int
 			if i%2 == 0 {
-				err = conn.QueryRow(cctx, "SELECT "+strconv.Itoa(i), pgx.QueryExecModeSimpleProtocol).Scan(&n)
+				// A new text each time (the alias): a repeat would be
+				// counted in the recently seen table, not queued.
+				err = conn.QueryRow(cctx, "SELECT "+strconv.Itoa(i)+" AS c"+strconv.Itoa(i), pgx.QueryExecModeSimpleProtocol).Scan(&n)
 			} else {
 				err = conn.QueryRow(cctx, "SELECT $1::int", i).Scan(&n)
 			}
@@ -83,7 +85,7 @@ func TestRelayDropsRatherThanBlocks(t *testing.T) {
 			t.Errorf("goroutine relay %v: dropped %d, was %d: the queue cannot have held %d statements", goroutines, d, before, 3*size)
 		}
 	}
-	if st := c.Stats(); st.Captured > size+1 {
-		t.Errorf("captured %d with a queue of %d and the worker stuck", st.Captured, size)
+	if st := c.Stats(); st.Captured-st.Repeats > size+1 {
+		t.Errorf("queued %d with a queue of %d and the worker stuck", st.Captured-st.Repeats, size)
 	}
 }

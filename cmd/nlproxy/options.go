@@ -355,7 +355,7 @@ func options() []option {
 
 		// Workload learning (docs/workload.md).
 		{Flag: "learn-workload", Env: env("LEARN_WORKLOAD"), YAML: "workload.learn",
-			Help:  "learn join paths, column use and normalised queries (no literals) from the plain statements relayed; see docs/workload.md",
+			Help:  "learn join paths, column use and normalised queries (no literals) from the plain statements relayed; by default every statement is counted, and each distinct text (literals and comments aside; literals too with --workload-deny) is fingerprinted once while it keeps recurring, its repeats counted without a copy or a parse; see docs/workload.md",
 			Field: func(c *Config) any { return &c.Workload.Learn }},
 		{Flag: "workload-max-queries", Env: env("WORKLOAD_MAX_QUERIES"), YAML: "workload.max_queries", Default: workload.DefaultMaxQueries,
 			Help:  "statement fingerprints kept per database; the least recently seen go first",
@@ -371,10 +371,10 @@ func options() []option {
 			Field: func(c *Config) any { return &c.Workload.Roles },
 			flag:  appendListFlag(func(c *Config) *[]string { return &c.Workload.Roles })},
 		{Flag: "workload-sample", Env: env("WORKLOAD_SAMPLE"), YAML: "workload.sample", Default: float64(1),
-			Help:  "share of relayed statements captured, in (0, 1]",
+			Help:  "share of relayed statements captured, in (0, 1]; 1 counts every statement (repeats of a text seen recently cost the relay a hash and an increment), below 1 scales counts down alike",
 			Field: func(c *Config) any { return &c.Workload.Sample }},
 		{Flag: "workload-queue", Env: env("WORKLOAD_QUEUE"), YAML: "workload.queue", Default: 1024,
-			Help:  "statements waiting to be learnt; when full, more are dropped, never waited for",
+			Help:  "new statement texts waiting to be fingerprinted (repeats are counted without queueing); when full, more are dropped, never waited for",
 			Field: func(c *Config) any { return &c.Workload.Queue }},
 		{Flag: "workload-stat-statements", Env: env("WORKLOAD_STAT_STATEMENTS"), YAML: "workload.stat_statements", DefaultDoc: "off",
 			Help:  "also learn from pg_stat_statements, read this often per database through the catalog role (the extension installed; the catalog role's own statements left out); 0 off",
