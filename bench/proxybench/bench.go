@@ -27,19 +27,38 @@ func rotate(xs []string, k int) []string {
 	return append(append([]string(nil), xs[k:]...), xs[:k]...)
 }
 
+// warmupConfig is the warm-up's pgbench config: as many clients as the
+// largest config, so a pooler's server connections (and their TLS
+// handshakes) are open before anything is measured, not inside the first
+// run that needs them.
+func warmupConfig(configs []Config, tls bool) Config {
+	c := Config{Clients: 4, Threads: 1, Mode: "simple", TLS: tls}
+	for _, x := range configs {
+		if x.Clients > c.Clients {
+			c.Clients, c.Threads = x.Clients, min(x.Clients, 2)
+		}
+	}
+	return c
+}
+
 // runPgbench measures every config, interleaving targets within each config so
 // machine drift hits all of them alike. A failed run is recorded, not fatal, so
 // one broken target still leaves a report.
 func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpoint, rep *Report, logf logFunc) error {
 	if o.warmup > 0 {
-		for _, t := range o.targets {
-			ep := eps[t]
-			logf("warm-up %s (%ds)", t, o.warmup)
-			if _, _, err := pb.Run(ctx, ep.host, ep.port, Config{Clients: 4, Threads: 1, Mode: "simple"}, time.Duration(o.warmup)*time.Second, 0); err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
+		for _, tls := range tlsModes(o.configs) {
+			for _, t := range o.targets {
+				ep, ok := eps[epKey(t, tls)]
+				if !ok {
+					continue
 				}
-				logf("warm-up %s failed: %s", t, firstLine(err.Error()))
+				logf("warm-up %s (%ds)", epKey(t, tls), o.warmup)
+				if _, _, err := pb.Run(ctx, ep.host, ep.port, warmupConfig(o.configs, tls), time.Duration(o.warmup)*time.Second, 0); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					logf("warm-up %s failed: %s", t, firstLine(err.Error()))
+				}
 			}
 		}
 	}
@@ -51,18 +70,24 @@ func runPgbench(ctx context.Context, o options, pb pgbench, eps map[string]endpo
 		}
 		for r := 0; r < o.repeat; r++ {
 			for _, t := range rotate(o.targets, ci+r) {
-				res, err := measuredRun(ctx, o, pb, eps[t], c, dur)
+				ep, ok := eps[epKey(t, c.TLS)]
+				if !ok {
+					// Only targets without a TLS setup, in a TLS config.
+					cr.Targets[t].Skipped = "no TLS setup"
+					continue
+				}
+				res, err := measuredRun(ctx, o, pb, ep, c, dur)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				st := cr.Targets[t]
 				if err != nil {
-					logf("%-26s %-14s ERROR %s", c.Name(), t, firstLine(err.Error()))
+					logf("%-26s %-14s ERROR %s", c.Name(), t, strings.ReplaceAll(tailString(err.Error(), 600), "\n", " | "))
 					st.Errors = append(st.Errors, err.Error())
 					continue
 				}
 				line := fmt.Sprintf("%-26s %-14s tps %9.0f  latency %.3f ms", c.Name(), t, res.TPS, res.LatencyMS)
-				if eps[t].proc != nil {
+				if ep.proc != nil {
 					line += fmt.Sprintf("  cpu %6.1f µs/txn  %5.2f cs/txn", res.CPUus, res.Switches)
 					if o.syscalls {
 						line += fmt.Sprintf("  %5.2f syscalls/txn", res.Syscalls)
@@ -147,12 +172,18 @@ func runStream(ctx context.Context, o options, eps map[string]endpoint, nl *proc
 	if nl != nil {
 		sampler = startRSSSampler(nl.Pid(), 20*time.Millisecond)
 	}
+	// The large result goes over plaintext unless only TLS was asked for.
+	tls := o.tls == "on"
+	var targets []string
 	for _, t := range o.targets {
-		rep.Stream[t] = &StreamStats{}
+		if _, ok := eps[epKey(t, tls)]; ok {
+			rep.Stream[t] = &StreamStats{}
+			targets = append(targets, t)
+		}
 	}
 	for r := 0; r < o.repeat; r++ {
-		for _, t := range rotate(o.targets, r) {
-			res, err := streamQuery(ctx, eps[t].url, sql)
+		for _, t := range rotate(targets, r) {
+			res, err := streamQuery(ctx, eps[epKey(t, tls)].url, sql)
 			if ctx.Err() != nil {
 				if sampler != nil {
 					sampler.Stop()
@@ -212,8 +243,16 @@ func containsTarget(ts []string, t string) bool {
 	return false
 }
 
-func urlFor(port int) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", pgtest.Superuser, port)
+// urlFor is the superuser's URL for a target on port, with TLS required or off.
+func urlFor(port int, tls bool) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=%s", pgtest.Superuser, port, sslmode(tls))
+}
+
+func sslmode(tls bool) string {
+	if tls {
+		return "require"
+	}
+	return "disable"
 }
 
 // pgbenchBin prefers the pgbench that matches the server's major version.
@@ -264,6 +303,19 @@ func hostInfo(ctx context.Context, c *pgcluster.Cluster, o options) string {
 		if out, err := exec.CommandContext(ctx, o.pgbouncer, "--version").Output(); err == nil {
 			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
 		}
+	}
+	if containsTarget(o.targets, targetPgbouncerSrc) {
+		if out, err := exec.CommandContext(ctx, o.pgbouncerSrc, "--version").Output(); err == nil {
+			parts = append(parts, "pgbouncer-src "+firstLine(strings.TrimSpace(string(out))))
+		}
+	}
+	if containsTarget(o.targets, targetPgdog) {
+		if out, err := exec.CommandContext(ctx, o.pgdog, "--version").Output(); err == nil {
+			parts = append(parts, firstLine(strings.TrimSpace(string(out))))
+		}
+	}
+	if o.tls != "off" {
+		parts = append(parts, "TLS "+o.tls+" (sslmode=require to each target and from each target to Postgres)")
 	}
 	if containsTarget(o.targets, targetPgpool) {
 		if out, err := exec.CommandContext(ctx, o.pgpool, "--version").CombinedOutput(); err == nil {

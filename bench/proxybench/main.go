@@ -30,20 +30,25 @@ import (
 )
 
 type options struct {
-	seconds     int
-	txns        int
-	repeat      int
-	warmup      int
-	scale       int
-	targets     []string
-	streamRows  int
-	streamSQL   string
-	nlproxyBin  string
-	nlproxyArgs []string
-	altArgs     []string
-	altBin      string
-	odyssey     string
-	pgcat       string
+	seconds      int
+	txns         int
+	repeat       int
+	warmup       int
+	scale        int
+	targets      []string
+	streamRows   int
+	streamSQL    string
+	nlproxyBin   string
+	nlproxyArgs  []string
+	altArgs      []string
+	altBin       string
+	odyssey      string
+	pgcat        string
+	pgbouncerSrc string
+	pgdog        string
+	// tls is off (plaintext only), on (TLS only) or both (every config
+	// twice): TLS from pgbench to the target and from the target to Postgres.
+	tls         string
 	percentiles bool
 	build       bool
 	pgbouncer   string
@@ -85,6 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.altBin, "nlproxy-alt-bin", "", "binary for target nlproxy-alt (default: -nlproxy), e.g. a build of another commit for a before/after run")
 	fs.StringVar(&o.odyssey, "odyssey", "", "Odyssey binary for target odyssey (default: $ODYSSEY_BIN, else odyssey on PATH); the target is skipped when none is found")
 	fs.StringVar(&o.pgcat, "pgcat", "", "PgCat binary for target pgcat (default: $PGCAT_BIN, else pgcat on PATH); the target is skipped when none is found")
+	fs.StringVar(&o.pgbouncerSrc, "pgbouncer-src", "", "a second PgBouncer, e.g. the current release built from source, for target pgbouncer-src (default: $PGBOUNCER_SRC_BIN); the target is skipped when none is found")
+	fs.StringVar(&o.pgdog, "pgdog", "", "PgDog binary for target pgdog (default: $PGDOG_BIN, else pgdog on PATH); the target is skipped when none is found")
+	fs.StringVar(&o.tls, "tls", "off", "off, on or both: with on, pgbench uses sslmode=require and every target offers TLS to clients and uses TLS to Postgres (ssl=on, throwaway certificate); both measures every config in plaintext and in TLS")
 	fs.BoolVar(&o.percentiles, "percentiles", false, "log every transaction (pgbench -l) and report latency p50 and p99")
 	clients := fs.String("clients", "", "pgbench client counts, e.g. 1,8,32: each with -M simple and -M prepared, -j min(clients, 2) (default: 1,16)")
 	fs.BoolVar(&o.build, "build", true, "go build ./cmd/nlproxy into -nlproxy first (it is always built when missing)")
@@ -119,8 +127,19 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 				fmt.Fprintln(stderr, "proxybench: no PgCat binary (-pgcat, $PGCAT_BIN or PATH): target pgcat left out")
 				continue
 			}
+		case targetPgbouncerSrc:
+			// Not looked up on PATH: that would be Debian's, target pgbouncer.
+			if o.pgbouncerSrc = peerBin(o.pgbouncerSrc, "PGBOUNCER_SRC_BIN", ""); o.pgbouncerSrc == "" {
+				fmt.Fprintln(stderr, "proxybench: no second PgBouncer binary (-pgbouncer-src or $PGBOUNCER_SRC_BIN): target pgbouncer-src left out")
+				continue
+			}
+		case targetPgdog:
+			if o.pgdog = peerBin(o.pgdog, "PGDOG_BIN", "pgdog"); o.pgdog == "" {
+				fmt.Fprintln(stderr, "proxybench: no PgDog binary (-pgdog, $PGDOG_BIN or PATH): target pgdog left out")
+				continue
+			}
 		default:
-			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgpool, odyssey, pgcat, nlproxy, nlproxy-engine, nlproxy-alt, nlproxy-learn)", t)
+			return o, fmt.Errorf("unknown target %q (want direct, pgbouncer, pgbouncer-src, pgpool, odyssey, pgcat, pgdog, nlproxy, nlproxy-engine, nlproxy-alt, nlproxy-learn)", t)
 		}
 		if !seen[t] {
 			seen[t] = true
@@ -144,6 +163,32 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if *quick {
 		o.configs = []Config{o.configs[0], o.configs[len(o.configs)-1]}
 	}
+	var modes []bool
+	switch o.tls {
+	case "off":
+		modes = []bool{false}
+	case "on":
+		modes = []bool{true}
+	case "both":
+		modes = []bool{false, true}
+	default:
+		return o, fmt.Errorf("-tls: want off, on or both, not %q", o.tls)
+	}
+	if o.tls != "off" {
+		for _, t := range o.targets {
+			if !tlsCapable(t) {
+				fmt.Fprintf(stderr, "proxybench: target %s has no TLS setup here: left out of the TLS configs\n", t)
+			}
+		}
+	}
+	var cfgs []Config
+	for _, tls := range modes {
+		for _, c := range o.configs {
+			c.TLS = tls
+			cfgs = append(cfgs, c)
+		}
+	}
+	o.configs = cfgs
 	return o, nil
 }
 
@@ -191,8 +236,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	loadStart := loadAvg()
 	logf("starting postgres")
-	cluster, err := pgtest.Start(ctx, pgcluster.Options{AuthMethod: "trust", Settings: map[string]string{
-		"max_connections": "200",
+	cluster, err := pgtest.Start(ctx, pgcluster.Options{AuthMethod: "trust", TLS: o.tls != "off", Settings: map[string]string{
+		"max_connections": "400",
 		"shared_buffers":  "256MB", // scale 10 (~160 MB) stays in shared buffers
 	}})
 	if err != nil {
@@ -213,9 +258,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	var certs *tlsFiles
+	if o.tls != "off" {
+		if certs, err = writeTLSFiles(tmp); err != nil {
+			return err
+		}
+	}
 	eps := map[string]endpoint{}
 	var nlproxyProc *proc
-	upstreamURL := cluster.URL(pgtest.Superuser, "", "postgres")
 	// Poolers get room for the largest client count: pgpool-II a child per
 	// client and some, the others at least 40 server connections.
 	need := 8
@@ -223,52 +273,80 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		need = max(need, c.Clients+8)
 	}
 	pool := max(40, need)
-	for _, t := range o.targets {
-		var p *proc
-		var port int
-		var err error
-		wait := 15 * time.Second
-		switch t {
-		case targetDirect:
-			eps[t] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, nil}
-			continue
-		case targetPgbouncer:
-			p, port, err = startPgbouncer(ctx, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser)
-		case targetPgpool:
-			p, port, err = startPgpool(ctx, o.pgpool, cluster.Host, cluster.Port, need)
-			wait = 30 * time.Second
-		case targetOdyssey:
-			p, port, err = startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
-		case targetPgcat:
-			p, port, err = startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
-		case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt, targetNlproxyLearn:
-			args, bin := o.nlproxyArgs, o.nlproxyBin
+	for _, tls := range tlsModes(o.configs) {
+		var tc *tlsFiles
+		if tls {
+			tc = certs
+		}
+		upstreamURL := upstreamURLFor(cluster.URL(pgtest.Superuser, "", "postgres"), tls)
+		for _, t := range o.targets {
+			if tls && !tlsCapable(t) {
+				continue
+			}
+			key := epKey(t, tls)
+			var p *proc
+			var port int
+			var err error
+			wait := 15 * time.Second
 			switch t {
-			case targetNlproxyEngine:
-				args = engineArgs(o.nlproxyArgs)
-			case targetNlproxyLearn:
-				args = learnArgs(o.nlproxyArgs, filepath.Join(tmp, "learn"))
-			case targetNlproxyAlt:
-				args = o.altArgs
-				if o.altBin != "" {
-					bin = o.altBin
+			case targetDirect:
+				if tls {
+					if err := checkTLS(ctx, key, upstreamURL); err != nil {
+						return err
+					}
+				}
+				eps[key] = endpoint{t, cluster.Host, cluster.Port, upstreamURL, nil}
+				continue
+			case targetPgbouncer:
+				p, port, err = startPgbouncer(ctx, t, o.pgbouncer, cluster.Host, cluster.Port, pgtest.Superuser, tc)
+			case targetPgbouncerSrc:
+				p, port, err = startPgbouncer(ctx, t, o.pgbouncerSrc, cluster.Host, cluster.Port, pgtest.Superuser, tc)
+			case targetPgpool:
+				p, port, err = startPgpool(ctx, o.pgpool, cluster.Host, cluster.Port, need)
+				wait = 30 * time.Second
+			case targetOdyssey:
+				p, port, err = startOdyssey(ctx, o.odyssey, cluster.Host, cluster.Port, pool)
+			case targetPgcat:
+				p, port, err = startPgcat(ctx, o.pgcat, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool)
+			case targetPgdog:
+				p, port, err = startPgdog(ctx, o.pgdog, cluster.Host, cluster.Port, pgtest.Superuser, "postgres", pool, tc)
+			case targetNlproxy, targetNlproxyEngine, targetNlproxyAlt, targetNlproxyLearn:
+				args, bin := o.nlproxyArgs, o.nlproxyBin
+				switch t {
+				case targetNlproxyEngine:
+					args = engineArgs(o.nlproxyArgs)
+				case targetNlproxyLearn:
+					args = learnArgs(o.nlproxyArgs, filepath.Join(tmp, "learn-"+key))
+				case targetNlproxyAlt:
+					args = o.altArgs
+					if o.altBin != "" {
+						bin = o.altBin
+					}
+				}
+				p, port, err = startNlproxy(ctx, tmp, key, bin, upstreamURL, append(nlproxyTLSArgs(tc), args...))
+			default:
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			defer p.Stop()
+			ep := endpoint{t, "127.0.0.1", port, urlFor(port, tls), p}
+			if err := waitReady(ctx, p, ep.url, wait); err != nil {
+				return err
+			}
+			if tls {
+				if err := checkTLS(ctx, key, ep.url); err != nil {
+					return err
 				}
 			}
-			p, port, err = startNlproxy(ctx, tmp, t, bin, upstreamURL, args)
-		default:
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		defer p.Stop()
-		ep := endpoint{t, "127.0.0.1", port, urlFor(port), p}
-		if err := waitReady(ctx, p, ep.url, wait); err != nil {
-			return err
-		}
-		eps[t] = ep
-		if t == targetNlproxy || (nlproxyProc == nil && (t == targetNlproxyEngine || t == targetNlproxyAlt || t == targetNlproxyLearn)) {
-			nlproxyProc = p
+			eps[key] = ep
+			// The memory check follows the plaintext nlproxy when there is one.
+			if !tls || nlproxyProc == nil {
+				if t == targetNlproxy || (nlproxyProc == nil && (t == targetNlproxyEngine || t == targetNlproxyAlt || t == targetNlproxyLearn)) {
+					nlproxyProc = p
+				}
+			}
 		}
 	}
 
@@ -290,7 +368,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	for _, t := range []string{targetNlproxyAlt, targetNlproxyEngine, targetNlproxyLearn} {
-		if ep, ok := eps[t]; ok {
+		if ep, ok := eps[epKey(t, o.tls == "on")]; ok {
 			if hwm, err := procStatusKB(ep.proc.Pid(), "VmHWM"); err == nil {
 				rep.OtherHWM = append(rep.OtherHWM, TargetHWM{t, hwm})
 			}

@@ -11,9 +11,10 @@ import (
 
 // The modern poolers run as extra targets when their binaries are here; none
 // is packaged for Debian, so they are built from their public sources
-// outside the repository and named with -odyssey / -pgcat (or $ODYSSEY_BIN,
-// $PGCAT_BIN). A peer target whose binary is missing is left out of the run
-// with a note.
+// outside the repository and named with -odyssey / -pgcat / -pgdog (or
+// $ODYSSEY_BIN, $PGCAT_BIN, $PGDOG_BIN). So is a second PgBouncer
+// (-pgbouncer-src, $PGBOUNCER_SRC_BIN: the current release beside Debian's).
+// A peer target whose binary is missing is left out of the run with a note.
 
 // peerBin resolves a peer's binary: the flag, else the environment
 // variable, else the name on PATH; "" if none is found.
@@ -24,6 +25,9 @@ func peerBin(flagVal, env, name string) string {
 				return c
 			}
 		}
+	}
+	if name == "" {
+		return ""
 	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p
@@ -105,6 +109,67 @@ func startPgcat(ctx context.Context, bin, upHost string, upPort int, user, db st
 		return nil, 0, fmt.Errorf("pgcat conf: %w", err)
 	}
 	p, err := startProc(ctx, "pgcat", filepath.Join(dir, "pgcat.out"), nil, []string{"RUST_LOG=warn"}, bin, conf)
+	if err != nil {
+		return nil, 0, err
+	}
+	p.tmpDir = dir
+	return p, port, nil
+}
+
+// pgdogTLS is PgDog's TLS: the certificate and key offered to clients, which
+// must then use TLS, and TLS to the server ("prefer": PgDog has no
+// require-without-verification mode, and the benchmark's Postgres always
+// accepts TLS when TLS is on).
+type pgdogTLS struct{ cert, key string }
+
+// pgdogConf renders PgDog's two files: pgdog.toml (session pooling, one
+// primary, one worker thread like the others' single loop, trust for the
+// benchmark's user as PgBouncer's, the query parser and prepared-statement
+// handling at their defaults) and users.toml.
+func pgdogConf(listenPort int, upHost string, upPort int, user, db string, poolSize int, tls *pgdogTLS) (conf, users string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[general]\nhost = \"127.0.0.1\"\nport = %d\nworkers = 1\n", listenPort)
+	fmt.Fprintf(&b, "pooler_mode = \"session\"\ndefault_pool_size = %d\nmin_pool_size = 0\nauth_type = \"trust\"\n", poolSize)
+	if tls != nil {
+		fmt.Fprintf(&b, "tls_certificate = %q\ntls_private_key = %q\ntls_client_required = true\ntls_verify = \"prefer\"\n", tls.cert, tls.key)
+	} else {
+		fmt.Fprintf(&b, "tls_verify = \"disabled\"\n")
+	}
+	fmt.Fprintf(&b, "\n[[databases]]\nname = %q\nhost = %q\nport = %d\nrole = \"primary\"\n", db, upHost, upPort)
+	users = fmt.Sprintf("[[users]]\nname = %q\ndatabase = %q\npassword = \"\"\n", user, db)
+	return b.String(), users
+}
+
+func startPgdog(ctx context.Context, bin, upHost string, upPort int, user, db string, poolSize int, tls *tlsFiles) (_ *proc, _ int, err error) {
+	dir, err := os.MkdirTemp("", "proxybench-pgdog-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgdog dir: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	var dt *pgdogTLS
+	if tls != nil {
+		dt = &pgdogTLS{}
+		if dt.cert, dt.key, err = tls.copyTo(dir); err != nil {
+			return nil, 0, err
+		}
+	}
+	conf, users := pgdogConf(port, upHost, upPort, user, db, poolSize, dt)
+	confPath, usersPath := filepath.Join(dir, "pgdog.toml"), filepath.Join(dir, "users.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("pgdog conf: %w", err)
+	}
+	if err := os.WriteFile(usersPath, []byte(users), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("pgdog users: %w", err)
+	}
+	p, err := startProc(ctx, "pgdog", filepath.Join(dir, "pgdog.out"), nil, []string{"RUST_LOG=warn"}, bin, "--config", confPath, "--users", usersPath)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -20,14 +20,21 @@ type Config struct {
 	Clients int    `json:"clients"`
 	Threads int    `json:"threads"`
 	Mode    string `json:"mode"` // simple or prepared
+	// TLS: pgbench connects with sslmode=require to a target that uses TLS
+	// to Postgres too; otherwise sslmode=disable.
+	TLS bool `json:"tls,omitempty"`
 }
 
 // Name is the label used in tables, e.g. "-c 16 -j 2 -M prepared".
 func (c Config) Name() string {
+	n := fmt.Sprintf("-c %d -M %s", c.Clients, c.Mode)
 	if c.Threads > 1 {
-		return fmt.Sprintf("-c %d -j %d -M %s", c.Clients, c.Threads, c.Mode)
+		n = fmt.Sprintf("-c %d -j %d -M %s", c.Clients, c.Threads, c.Mode)
 	}
-	return fmt.Sprintf("-c %d -M %s", c.Clients, c.Mode)
+	if c.TLS {
+		n += " TLS"
+	}
+	return n
 }
 
 // defaultConfigs are the four configurations the issue asks for.
@@ -137,6 +144,7 @@ func (p pgbench) Run(ctx context.Context, host string, port int, c Config, dur t
 	args = append(args, p.db)
 	var buf bytes.Buffer
 	cmd := exec.CommandContext(ctx, p.bin, args...)
+	cmd.Env = append(os.Environ(), "PGSSLMODE="+sslmode(c.TLS))
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf
 	cmd.WaitDelay = 5 * time.Second

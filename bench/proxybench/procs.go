@@ -159,8 +159,13 @@ func postgresCred(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
 
-// pgbouncerIni renders a session-pooling config in front of upstream host:port.
-func pgbouncerIni(dir string, listenPort int, upHost string, upPort int) string {
+// pgbouncerTLS is PgBouncer's TLS on both sides: the certificate and key it
+// offers clients (which must use TLS) and TLS required to the server.
+type pgbouncerTLS struct{ cert, key string }
+
+// pgbouncerIni renders a session-pooling config in front of upstream host:port;
+// tls, when non-nil, turns on client_tls_* and server_tls_*.
+func pgbouncerIni(dir string, listenPort int, upHost string, upPort int, tls *pgbouncerTLS) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[databases]\n* = host=%s port=%d\n\n", upHost, upPort)
 	fmt.Fprintf(&b, "[pgbouncer]\n")
@@ -171,13 +176,18 @@ func pgbouncerIni(dir string, listenPort int, upHost string, upPort int) string 
 	// pgx and JDBC send these; PgBouncer rejects unknown startup parameters otherwise.
 	fmt.Fprintf(&b, "ignore_startup_parameters = extra_float_digits,options\n")
 	fmt.Fprintf(&b, "logfile = %s\nlog_connections = 0\nlog_disconnections = 0\n", filepath.Join(dir, "pgbouncer.log"))
+	if tls != nil {
+		fmt.Fprintf(&b, "client_tls_sslmode = require\nclient_tls_cert_file = %s\nclient_tls_key_file = %s\n", tls.cert, tls.key)
+		fmt.Fprintf(&b, "server_tls_sslmode = require\n")
+	}
 	return b.String()
 }
 
 // startPgbouncer writes its config into a fresh temp dir (its own, directly
 // under the system temp dir, so the postgres user can reach it when we are
-// root) and starts it. Stop removes the dir.
-func startPgbouncer(ctx context.Context, bin, upHost string, upPort int, user string) (_ *proc, _ int, err error) {
+// root) and starts it. Stop removes the dir. name tells the PgBouncers apart
+// (Debian's, one built from source); tls, when non-nil, turns on TLS both sides.
+func startPgbouncer(ctx context.Context, name, bin, upHost string, upPort int, user string, tls *tlsFiles) (_ *proc, _ int, err error) {
 	dir, err := os.MkdirTemp("", "proxybench-pgbouncer-")
 	if err != nil {
 		return nil, 0, fmt.Errorf("pgbouncer dir: %w", err)
@@ -191,8 +201,15 @@ func startPgbouncer(ctx context.Context, bin, upHost string, upPort int, user st
 	if err != nil {
 		return nil, 0, err
 	}
+	var bt *pgbouncerTLS
+	if tls != nil {
+		bt = &pgbouncerTLS{}
+		if bt.cert, bt.key, err = tls.copyTo(dir); err != nil {
+			return nil, 0, err
+		}
+	}
 	ini := filepath.Join(dir, "pgbouncer.ini")
-	if err := os.WriteFile(ini, []byte(pgbouncerIni(dir, port, upHost, upPort)), 0o600); err != nil {
+	if err := os.WriteFile(ini, []byte(pgbouncerIni(dir, port, upHost, upPort, bt)), 0o600); err != nil {
 		return nil, 0, fmt.Errorf("pgbouncer ini: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(fmt.Sprintf("%q \"\"\n", user)), 0o600); err != nil {
@@ -203,7 +220,7 @@ func startPgbouncer(ctx context.Context, bin, upHost string, upPort int, user st
 		return nil, 0, err
 	}
 	// The stdout log is opened by us, so its ownership does not matter.
-	p, err := startProc(ctx, "pgbouncer", filepath.Join(dir, "pgbouncer.out"), cred, nil, bin, ini)
+	p, err := startProc(ctx, name, filepath.Join(dir, "pgbouncer.out"), cred, nil, bin, ini)
 	if err != nil {
 		return nil, 0, err
 	}

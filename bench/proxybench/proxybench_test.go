@@ -224,12 +224,12 @@ func TestHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	bouncer, port, err := startPgbouncer(ctx, "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser)
+	bouncer, port, err := startPgbouncer(ctx, targetPgbouncer, "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer bouncer.Stop()
-	if err := waitReady(ctx, bouncer, urlFor(port), 15*time.Second); err != nil {
+	if err := waitReady(ctx, bouncer, urlFor(port, false), 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
@@ -250,7 +250,7 @@ func TestHarness(t *testing.T) {
 		if res.TPS <= 0 || res.LatencyMS <= 0 {
 			t.Errorf("%s pgbench: %+v", ep.name, res)
 		}
-		sr, err := streamQuery(ctx, urlFor(ep.port), streamSQL(rows))
+		sr, err := streamQuery(ctx, urlFor(ep.port, false), streamSQL(rows))
 		if err != nil {
 			t.Fatalf("%s stream: %v", ep.name, err)
 		}
@@ -272,17 +272,17 @@ func TestHarness(t *testing.T) {
 
 	// Per-transaction use of PgBouncer (one process) and pgpool-II (a process
 	// per client), as the benchmark measures it.
-	eps := []endpoint{{targetPgbouncer, "127.0.0.1", port, urlFor(port), bouncer}}
+	eps := []endpoint{{targetPgbouncer, "127.0.0.1", port, urlFor(port, false), bouncer}}
 	if fileExists("/usr/sbin/pgpool") {
 		pool, pport, err := startPgpool(ctx, "/usr/sbin/pgpool", cluster.Host, cluster.Port, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pool.Stop()
-		if err := waitReady(ctx, pool, urlFor(pport), 30*time.Second); err != nil {
+		if err := waitReady(ctx, pool, urlFor(pport, false), 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		eps = append(eps, endpoint{targetPgpool, "127.0.0.1", pport, urlFor(pport), pool})
+		eps = append(eps, endpoint{targetPgpool, "127.0.0.1", pport, urlFor(pport, false), pool})
 	}
 	for _, ep := range eps {
 		o := options{txns: 2000}
@@ -309,10 +309,65 @@ func TestHarness(t *testing.T) {
 	if !bouncer.Exited() {
 		t.Error("pgbouncer still running after Stop")
 	}
-	if _, err := streamQuery(ctx, urlFor(port), "SELECT 1"); err == nil {
+	if _, err := streamQuery(ctx, urlFor(port, false), "SELECT 1"); err == nil {
 		t.Error("connected to a stopped pgbouncer")
 	}
 	if fileExists(bouncer.tmpDir) {
 		t.Errorf("pgbouncer dir %s left behind", bouncer.tmpDir)
+	}
+}
+
+// TestHarnessTLS runs PgBouncer with TLS on both sides in front of a TLS
+// Postgres, as -tls does, and checks that checkTLS tells a TLS session from
+// a plaintext one.
+func TestHarnessTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Postgres and PgBouncer")
+	}
+	if !fileExists("/usr/sbin/pgbouncer") {
+		needs.Missing(t, "pgbouncer not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster := pgtest.New(t, pgcluster.Options{AuthMethod: "trust", TLS: true})
+	pb := pgbench{bin: pgbenchBin(cluster), user: pgtest.Superuser, db: "postgres"}
+	if err := pb.Init(ctx, cluster.Host, cluster.Port, 1); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := writeTLSFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := cluster.URL(pgtest.Superuser, "", "postgres")
+	if err := checkTLS(ctx, "direct", upstreamURLFor(upstream, true)); err != nil {
+		t.Errorf("direct with TLS: %v", err)
+	}
+	for _, tls := range []bool{false, true} {
+		var tc *tlsFiles
+		if tls {
+			tc = certs
+		}
+		bouncer, port, err := startPgbouncer(ctx, epKey(targetPgbouncer, tls), "/usr/sbin/pgbouncer", cluster.Host, cluster.Port, pgtest.Superuser, tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bouncer.Stop()
+		if err := waitReady(ctx, bouncer, urlFor(port, tls), 15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		err = checkTLS(ctx, bouncer.name, urlFor(port, true))
+		if tls && err != nil {
+			t.Errorf("PgBouncer with TLS: %v", err)
+		}
+		if !tls && err == nil {
+			t.Error("checkTLS accepted a PgBouncer without TLS")
+		}
+		res, _, err := pb.Run(ctx, "127.0.0.1", port, Config{Clients: 2, Threads: 1, Mode: "prepared", TLS: tls}, 0, 200)
+		if err != nil || res.Txns != 200 {
+			t.Errorf("pgbench TLS=%v: %+v, %v", tls, res, err)
+		}
+	}
+	if err := checkTLS(ctx, "direct", upstreamURLFor(upstream, false)); err == nil {
+		t.Error("checkTLS accepted sslmode=disable")
 	}
 }

@@ -9,11 +9,15 @@ import (
 
 // Target names.
 const (
-	targetDirect        = "direct"
-	targetPgbouncer     = "pgbouncer"
-	targetPgpool        = "pgpool"
-	targetOdyssey       = "odyssey"
-	targetPgcat         = "pgcat"
+	targetDirect    = "direct"
+	targetPgbouncer = "pgbouncer"
+	targetPgpool    = "pgpool"
+	targetOdyssey   = "odyssey"
+	targetPgcat     = "pgcat"
+	// targetPgbouncerSrc is a second PgBouncer (-pgbouncer-src), e.g. the
+	// current release built from source beside Debian's older one.
+	targetPgbouncerSrc  = "pgbouncer-src"
+	targetPgdog         = "pgdog"
 	targetNlproxy       = "nlproxy"
 	targetNlproxyEngine = "nlproxy-engine"
 	targetNlproxyAlt    = "nlproxy-alt"
@@ -34,6 +38,8 @@ type TargetStats struct {
 	Spread    map[string]Span `json:"spread,omitempty"` // min and max over the runs, per figure
 	Runs      []PgbenchResult `json:"runs"`
 	Errors    []string        `json:"errors,omitempty"`
+	// Skipped says why the target did not run in this config (no TLS setup).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Span is the range of one figure over a target's runs.
@@ -135,9 +141,17 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
+// bad is the cell of a target without figures: skipped or failed.
+func bad(s *TargetStats) string {
+	if s != nil && s.Skipped != "" {
+		return "—"
+	}
+	return "ERR"
+}
+
 func num(s *TargetStats, tps bool) string {
 	if !s.ok() {
-		return "ERR"
+		return bad(s)
 	}
 	if tps {
 		return fmt.Sprintf("%.0f", s.TPS) + s.halfRange("tps", s.TPS)
@@ -192,15 +206,17 @@ func (r *Report) rows() [][]string {
 }
 
 // ratioPairs are the (numerator, denominator) columns: nlproxy against each
-// baseline when nlproxy runs, otherwise PgBouncer against direct.
+// baseline (and nlproxy-alt, a before/after build, against the PgBouncers)
+// when nlproxy runs, otherwise PgBouncer against direct.
 func (r *Report) ratioPairs() [][2]string {
 	var pairs [][2]string
 	if r.has(targetNlproxy) {
-		for _, b := range []string{targetDirect, targetPgbouncer} {
+		for _, b := range []string{targetDirect, targetPgbouncer, targetPgbouncerSrc} {
 			if r.has(b) {
 				pairs = append(pairs, [2]string{targetNlproxy, b})
 			}
 		}
+		pairs = append(pairs, r.altPairs()...)
 		if r.has(targetNlproxyLearn) {
 			pairs = append(pairs, [2]string{targetNlproxyLearn, targetNlproxy})
 		}
@@ -208,6 +224,33 @@ func (r *Report) ratioPairs() [][2]string {
 		pairs = append(pairs, [2]string{targetPgbouncer, targetDirect})
 	}
 	return pairs
+}
+
+// altPairs are nlproxy-alt against each PgBouncer.
+func (r *Report) altPairs() [][2]string {
+	var pairs [][2]string
+	if r.has(targetNlproxyAlt) {
+		for _, b := range []string{targetPgbouncer, targetPgbouncerSrc} {
+			if r.has(b) {
+				pairs = append(pairs, [2]string{targetNlproxyAlt, b})
+			}
+		}
+	}
+	return pairs
+}
+
+// cpuPairs are the CPU-per-transaction ratio columns: nlproxy and
+// nlproxy-alt against each PgBouncer.
+func (r *Report) cpuPairs() [][2]string {
+	var pairs [][2]string
+	if r.has(targetNlproxy) {
+		for _, b := range []string{targetPgbouncer, targetPgbouncerSrc} {
+			if r.has(b) {
+				pairs = append(pairs, [2]string{targetNlproxy, b})
+			}
+		}
+	}
+	return append(pairs, r.altPairs()...)
 }
 
 // proxies are the targets whose process use is measured.
@@ -244,9 +287,10 @@ func (r *Report) percentileRows() [][]string {
 		row := []string{c.Name}
 		for _, t := range r.Targets {
 			if s := c.Targets[t]; s.ok() {
-				row = append(row, fmt.Sprintf("%.3f", s.P50MS), fmt.Sprintf("%.3f", s.P99MS))
+				row = append(row, fmt.Sprintf("%.3f", s.P50MS)+s.halfRange("p50_ms", s.P50MS),
+					fmt.Sprintf("%.3f", s.P99MS)+s.halfRange("p99_ms", s.P99MS))
 			} else {
-				row = append(row, "ERR", "ERR")
+				row = append(row, bad(s), bad(s))
 			}
 		}
 		out = append(out, row)
@@ -273,9 +317,9 @@ func (r *Report) useRows() [][]string {
 	for _, t := range ps {
 		header = append(header, t+" CPU µs/txn")
 	}
-	nlVsBouncer := r.has(targetNlproxy) && r.has(targetPgbouncer)
-	if nlVsBouncer {
-		header = append(header, "nlproxy/pgbouncer CPU")
+	pairs := r.cpuPairs()
+	for _, p := range pairs {
+		header = append(header, p[0]+"/"+p[1]+" CPU")
 	}
 	for _, t := range ps {
 		header = append(header, t+" cs/txn")
@@ -291,16 +335,16 @@ func (r *Report) useRows() [][]string {
 		for _, t := range ps {
 			s := c.Targets[t]
 			if !s.ok() {
-				row = append(row, "ERR")
+				row = append(row, bad(s))
 				continue
 			}
 			sp := s.Spread["cpu_us"]
 			row = append(row, fmt.Sprintf("%.1f (%.1f–%.1f)", s.CPUus, sp.Min, sp.Max))
 		}
-		if nlVsBouncer {
-			n, p := c.Targets[targetNlproxy], c.Targets[targetPgbouncer]
-			if n.ok() && p.ok() {
-				row = append(row, ratio(n.CPUus, p.CPUus))
+		for _, p := range pairs {
+			n, d := c.Targets[p[0]], c.Targets[p[1]]
+			if n.ok() && d.ok() {
+				row = append(row, ratio(n.CPUus, d.CPUus))
 			} else {
 				row = append(row, "—")
 			}
@@ -309,7 +353,7 @@ func (r *Report) useRows() [][]string {
 			if s := c.Targets[t]; s.ok() {
 				row = append(row, fmt.Sprintf("%.2f", s.Switches))
 			} else {
-				row = append(row, "ERR")
+				row = append(row, bad(s))
 			}
 		}
 		if syscalls {
@@ -317,7 +361,7 @@ func (r *Report) useRows() [][]string {
 				if s := c.Targets[t]; s.ok() {
 					row = append(row, fmt.Sprintf("%.2f", s.Syscalls))
 				} else {
-					row = append(row, "ERR")
+					row = append(row, bad(s))
 				}
 			}
 		}
@@ -416,7 +460,7 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	for _, c := range r.Checks {
 		fmt.Fprintf(w, "- **%s** %s — %s\n", c.Status, c.Name, c.Detail)
 	}
-	fmt.Fprintf(w, "\n_%s; pgbench -S -n, %s per run, median of %d (± = half the range), scale %d; `%s`_\n",
+	fmt.Fprintf(w, "\n_%s; pgbench -S -n, %s per run, median of %d (± = half the range, CPU min–max), scale %d; `%s`_\n",
 		r.Host, r.Duration, r.Repeat, r.Scale, r.Command)
 }
 
