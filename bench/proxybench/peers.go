@@ -51,19 +51,15 @@ func odysseyConf(dir string, listenPort int, upHost string, upPort, poolSize int
 }
 
 func startOdyssey(ctx context.Context, bin, upHost string, upPort, poolSize int) (_ *proc, _ int, err error) {
-	dir, err := os.MkdirTemp("", "proxybench-odyssey-")
+	dir, port, err := peerWorkspace("odyssey")
 	if err != nil {
-		return nil, 0, fmt.Errorf("odyssey dir: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
 	conf := filepath.Join(dir, "odyssey.conf")
 	if err := os.WriteFile(conf, []byte(odysseyConf(dir, port, upHost, upPort, poolSize)), 0o600); err != nil {
 		return nil, 0, fmt.Errorf("odyssey conf: %w", err)
@@ -91,19 +87,15 @@ func pgcatConf(listenPort int, upHost string, upPort int, user, db string, poolS
 }
 
 func startPgcat(ctx context.Context, bin, upHost string, upPort int, user, db string, poolSize int) (_ *proc, _ int, err error) {
-	dir, err := os.MkdirTemp("", "proxybench-pgcat-")
+	dir, port, err := peerWorkspace("pgcat")
 	if err != nil {
-		return nil, 0, fmt.Errorf("pgcat dir: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
 	conf := filepath.Join(dir, "pgcat.toml")
 	if err := os.WriteFile(conf, []byte(pgcatConf(port, upHost, upPort, user, db, poolSize)), 0o600); err != nil {
 		return nil, 0, fmt.Errorf("pgcat conf: %w", err)
@@ -141,19 +133,15 @@ func pgdogConf(listenPort int, upHost string, upPort int, user, db string, poolS
 }
 
 func startPgdog(ctx context.Context, bin, upHost string, upPort int, user, db string, poolSize int, tls *tlsFiles) (_ *proc, _ int, err error) {
-	dir, err := os.MkdirTemp("", "proxybench-pgdog-")
+	dir, port, err := peerWorkspace("pgdog")
 	if err != nil {
-		return nil, 0, fmt.Errorf("pgdog dir: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
 	var dt *pgdogTLS
 	if tls != nil {
 		dt = &pgdogTLS{}

@@ -54,19 +54,15 @@ func pgpoolConf(dir string, listenPort, pcpPort int, upHost string, upPort, chil
 // startPgpool starts pgpool-II in the foreground (-n) with its files in a
 // fresh temp dir; Stop removes the dir.
 func startPgpool(ctx context.Context, bin, upHost string, upPort, children int) (_ *proc, _ int, err error) {
-	dir, err := os.MkdirTemp("", "proxybench-pgpool-")
+	dir, port, err := peerWorkspace("pgpool")
 	if err != nil {
-		return nil, 0, fmt.Errorf("pgpool dir: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
 	pcpPort, err := freePort()
 	if err != nil {
 		return nil, 0, err

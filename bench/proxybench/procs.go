@@ -188,19 +188,15 @@ func pgbouncerIni(dir string, listenPort int, upHost string, upPort int, tls *pg
 // root) and starts it. Stop removes the dir. name tells the PgBouncers apart
 // (Debian's, one built from source); tls, when non-nil, turns on TLS both sides.
 func startPgbouncer(ctx context.Context, name, bin, upHost string, upPort int, user string, tls *tlsFiles) (_ *proc, _ int, err error) {
-	dir, err := os.MkdirTemp("", "proxybench-pgbouncer-")
+	dir, port, err := peerWorkspace("pgbouncer")
 	if err != nil {
-		return nil, 0, fmt.Errorf("pgbouncer dir: %w", err)
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
 	var bt *pgbouncerTLS
 	if tls != nil {
 		bt = &pgbouncerTLS{}
@@ -297,4 +293,18 @@ func parseStatusKB(status, field string) (int64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("%s: %w", field, errNoProc)
+}
+
+// peerWorkspace makes a peer's temporary directory and picks its port; the
+// caller removes the directory when the start fails after this.
+func peerWorkspace(name string) (dir string, port int, err error) {
+	dir, err = os.MkdirTemp("", "proxybench-"+name+"-")
+	if err != nil {
+		return "", 0, fmt.Errorf("%s dir: %w", name, err)
+	}
+	if port, err = freePort(); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", 0, err
+	}
+	return dir, port, nil
 }
