@@ -111,19 +111,7 @@ func TestLinkingRecall(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgcluster.Options{})
-	db := pgtest.UniqueName(t, "shop")
-	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := cluster.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sampledb.Load(ctx, conn, sampledb.Small); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	cluster, db := sampleShop(ctx, t)
 	questions := []struct {
 		q    string
 		cols []string // table.column the SQL needs
@@ -184,19 +172,7 @@ func TestMetricOverJoin(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster := pgtest.New(t, pgcluster.Options{})
-	db := pgtest.UniqueName(t, "shop")
-	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := cluster.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sampledb.Load(ctx, conn, sampledb.Small); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	cluster, db := sampleShop(ctx, t)
 	m := &catalog.Manager{Connect: cluster.Connect, Glossary: l.Docs()}
 	defer m.Close()
 	snap, err := m.Get(ctx, db)
@@ -235,4 +211,24 @@ func TestMetricOverJoin(t *testing.T) {
 			t.Logf("linked %q", ch.Tables)
 		})
 	}
+}
+
+// sampleShop is a fresh database holding the demo's sample data, on a
+// throwaway server.
+func sampleShop(ctx context.Context, t *testing.T) (*pgcluster.Cluster, string) {
+	t.Helper()
+	cluster := pgtest.New(t, pgcluster.Options{})
+	db := pgtest.UniqueName(t, "shop")
+	if err := cluster.Exec(ctx, "postgres", "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := cluster.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := sampledb.Load(ctx, conn, sampledb.Small); err != nil {
+		t.Fatal(err)
+	}
+	return cluster, db
 }
