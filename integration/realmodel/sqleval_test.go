@@ -18,8 +18,8 @@ const (
 	// sqlEvalDB is the sql-eval database the profile run asks about (its
 	// questions are the first sqlEvalQuestions of questions.csv for it).
 	sqlEvalDB        = "restaurants"
-	sqlEvalQuestions = 12
-	// sqlEvalBudget bounds each of those asks: 36 asks must add minutes,
+	sqlEvalQuestions = 8
+	// sqlEvalBudget bounds each of those asks: 24 asks must add minutes,
 	// not tens of minutes, to CI. A real model that does not finish in it
 	// must end the ask in 57014 with the session usable — the machinery
 	// under test; answers are not scored.
@@ -53,7 +53,7 @@ func (f *fixture) loadSQLEval(t *testing.T, dbs ...string) []dataset.Question {
 	return ds.Questions
 }
 
-// TestRealModelSQLEval asks a dozen sql-eval questions in each profile
+// TestRealModelSQLEval asks eight sql-eval questions in each profile
 // with a short budget, then one across two databases (ask(all)): each ends
 // in rows or a clean SQLSTATE, the session stays usable, every prompt fits
 // num_ctx and, for asks the budget did not cut off, the calls and tokens
