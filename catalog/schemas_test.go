@@ -3,8 +3,6 @@ package catalog_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +11,6 @@ import (
 	"github.com/nlproxy/nlproxy/catalog"
 	"github.com/nlproxy/nlproxy/catalog/descindex"
 	"github.com/nlproxy/nlproxy/catalog/valueindex"
-	"github.com/nlproxy/nlproxy/testkit/needs"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
@@ -331,31 +328,24 @@ func TestFingerprintTwoSchemas(t *testing.T) {
 	}
 }
 
-// sqlEvalDir is the sql-eval dataset (README there); NLPROXY_SQLEVAL_DIR
-// overrides the default location next to the project checkout.
-func sqlEvalDir() string {
-	if d := os.Getenv("NLPROXY_SQLEVAL_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "..", "shared", "datasets", "sql-eval")
-}
+// walletDDL is a small database whose tables all live in one schema that
+// is not on a default search_path (consumer_div), with foreign keys inside
+// it, in the manner of sql-eval's ewallet.
+const walletDDL = `CREATE SCHEMA consumer_div;
+CREATE TABLE consumer_div.users (uid bigint PRIMARY KEY, username text NOT NULL, country text);
+CREATE TABLE consumer_div.merchants (mid bigint PRIMARY KEY, name text NOT NULL, category text);
+CREATE TABLE consumer_div.coupons (cid bigint PRIMARY KEY, merchant_id bigint REFERENCES consumer_div.merchants (mid), code text);
+CREATE TABLE consumer_div.notifications (id bigint PRIMARY KEY, user_id bigint REFERENCES consumer_div.users (uid), message text, created_at timestamptz);
+CREATE TABLE consumer_div.wallet_transactions_daily (txid bigint PRIMARY KEY, amount numeric(12,2), created_at timestamptz);`
 
-// TestIntrospectEwallet loads sql-eval's ewallet database, whose tables all
-// live in schema consumer_div, and expects the catalog to see them.
-func TestIntrospectEwallet(t *testing.T) {
-	path := filepath.Join(sqlEvalDir(), "databases", "ewallet", "ewallet.sql")
-	ddl, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		needs.Missing(t, "sql-eval ewallet database not found at %s (set NLPROXY_SQLEVAL_DIR)", path)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := pgtest.UniqueName(t, "ewallet")
-	newDB(t, db, string(ddl))
+// TestIntrospectSchemaOnly: a database whose tables all live in schema
+// consumer_div; the catalog sees them there, with their keys, and the
+// prompt qualifies them unless that schema is on the search path.
+func TestIntrospectSchemaOnly(t *testing.T) {
+	db := pgtest.UniqueName(t, "wallet")
+	newDB(t, db, walletDDL)
 	s := introspect(t, db, catalog.IntrospectOptions{})
-	want := []string{"coupons", "merchants", "notifications", "user_sessions", "user_setting_snapshot", "users",
-		"wallet_merchant_balance_daily", "wallet_transactions_daily", "wallet_user_balance_daily"}
+	want := []string{"coupons", "merchants", "notifications", "users", "wallet_transactions_daily"}
 	var got []string
 	for _, tb := range s.Tables {
 		if tb.Schema != "consumer_div" {
