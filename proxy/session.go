@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -51,9 +52,10 @@ type session struct {
 
 	client     net.Conn // the raw accepted connection (counting its bytes)
 	clientTLS  bool
-	local      bool   // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
-	clientAddr string // for the audit log; "[local]" on a Unix socket, as Postgres logs it
-	clientHost string // for the per-client limit on concurrent asks
+	tlsc       *tls.Conn // the client's TLS (over a loopConn where the event loop can carry it)
+	local      bool      // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
+	clientAddr string    // for the audit log; "[local]" on a Unix socket, as Postgres logs it
+	clientHost string    // for the per-client limit on concurrent asks
 	started    time.Time
 	traffic    *countingConn
 
