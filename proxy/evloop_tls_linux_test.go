@@ -9,11 +9,15 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 	"github.com/nlproxy/nlproxy/testkit/poll"
@@ -228,5 +232,68 @@ func TestTLSLoopSessionEnds(t *testing.T) {
 			srv.Close()
 			waitServerClose(t, c)
 		})
+	}
+}
+
+// TestTLSLoopTakesWhatTheHandshakeLeft: a client that sends its startup
+// message and a Query in one TLS record leaves part of the Query decrypted
+// inside the tls.Conn (beyond the handshake's reader) when the session
+// moves to the event loop. The socket is then empty, so epoll never says
+// so: the loop must take it from the tls.Conn itself, or the Query hangs.
+func TestTLSLoopTakesWhatTheHandshakeLeft(t *testing.T) {
+	needPG(t)
+	srv, u := tlsLoopServer(t, tlsLoopCases[0], nil)
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.DialTimeout("tcp", pu.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(time.Minute)) // a hang guard
+	if _, err := raw.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(raw, b[:]); err != nil || b[0] != 'S' {
+		t.Fatalf("SSLRequest: %q %v", b[0], err)
+	}
+	// One record for the startup and the Query (no small first records).
+	tc := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, DynamicRecordSizingDisabled: true})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	lit := strings.Repeat("z", 3*handshakeBufSize/2) // the Query outlasts the handshake's reader
+	first := encodeStartup(196608, []param{{"user", pgtest.Superuser}, {"database", "postgres"}})
+	first = append(first, queryMsg("SELECT length('"+lit+"')")...)
+	if len(first) > 16<<10 {
+		t.Fatalf("%d bytes do not fit one TLS record", len(first))
+	}
+	if _, err := tc.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	fe := pgproto3.NewFrontend(tc, tc)
+	var got []string
+	for ready := 0; ready < 2; {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		switch m := m.(type) {
+		case *pgproto3.ReadyForQuery:
+			ready++
+		case *pgproto3.DataRow:
+			got = append(got, string(m.Values[0]))
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("error %s: %s", m.Code, m.Message)
+		}
+	}
+	if want := fmt.Sprint(len(lit)); len(got) != 1 || got[0] != want {
+		t.Fatalf("rows %v, want [%s]", got, want)
+	}
+	if n := loopSessions(srv); n != 1 {
+		t.Fatalf("sessions on an event loop: %d, want 1", n)
 	}
 }
