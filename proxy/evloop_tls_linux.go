@@ -249,6 +249,11 @@ func (l *eventLoop) flushOut(ls *loopSess, fdSide int) bool {
 		}
 		c.off += n
 	}
+	// Kept for the next batch while small; a large one (a big result's) is
+	// not held by a session that may then sit idle.
+	if cap(c.out) > bufSize/2 {
+		c.out = nil
+	}
 	c.out, c.off = c.out[:0], 0
 	return true
 }

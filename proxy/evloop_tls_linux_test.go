@@ -297,3 +297,31 @@ func TestTLSLoopTakesWhatTheHandshakeLeft(t *testing.T) {
 		t.Fatalf("sessions on an event loop: %d, want 1", n)
 	}
 }
+
+// TestTLSLoopHandsOffBigQuery: a Query larger than the loop's buffer (which
+// it would have to hold whole) sends a TLS session to the goroutine relay
+// mid-message, part of it read out of the tls.Conn; the relay carries on.
+func TestTLSLoopHandsOffBigQuery(t *testing.T) {
+	needPG(t)
+	for _, tc := range tlsLoopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			srv, url := tlsLoopServer(t, tc, nil)
+			c := connect(t, url)
+			queryInt(t, c, "SELECT 1")
+			if n := loopSessions(srv); n != 1 {
+				t.Fatalf("sessions on an event loop: %d, want 1", n)
+			}
+			lit := strings.Repeat("q", 3*bufSize)
+			res, err := c.PgConn().Exec(ctx, "SELECT length('"+lit+"')").ReadAll()
+			if err != nil || len(res) != 1 || len(res[0].Rows) != 1 || string(res[0].Rows[0][0]) != fmt.Sprint(len(lit)) {
+				t.Fatalf("big Query: %v %v", res, err)
+			}
+			if n := loopSessions(srv); n != 0 {
+				t.Fatalf("sessions on an event loop after a big Query: %d, want 0", n)
+			}
+			checkTLSLegs(t, tc, c)
+		})
+	}
+}
