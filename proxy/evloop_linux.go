@@ -25,11 +25,11 @@ import (
 // in epoll_wait for the sockets of all its sessions and, when one is
 // readable, reads it once, looks at the message headers and writes what it
 // read to the other side in one write (a TLS side through its tls.Conn,
-// evloop_tls_linux.go). A round trip then costs two
-// wake-ups, two reads and two writes. The goroutine relay (two goroutines per
-// session on Go's netpoller) also pays a read that fails with EAGAIN per
-// relayed batch and the runtime's thread hand-offs, which measured as the
-// gap to PgBouncer (bench/README.md).
+// evloop_tls_linux.go). A round trip then costs two wake-ups, two reads and
+// two writes. The goroutine relay (two goroutines per session on Go's
+// netpoller) also pays a read that fails with EAGAIN per relayed batch and
+// the runtime's thread hand-offs, which measured as the gap to PgBouncer
+// (bench/README.md).
 //
 // The loop handles untracked pass-through only. Anything else — a statement
 // that may carry a marker, a message it would have to hold whole beyond its
