@@ -325,3 +325,37 @@ func TestTLSLoopHandsOffBigQuery(t *testing.T) {
 		})
 	}
 }
+
+// TestTLSLoopShutdown: a graceful shutdown ends TLS sessions on the event
+// loop with 57P01 over their TLS: an idle one at once, one in a transaction
+// at the ReadyForQuery that leaves it idle.
+func TestTLSLoopShutdown(t *testing.T) {
+	needPG(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, url := tlsLoopServer(t, tlsLoopCases[2], nil)
+	idle, busy := connect(t, url), connect(t, url)
+	if _, err := busy.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if n := loopSessions(srv); n != 2 {
+		t.Fatalf("sessions on an event loop: %d, want 2", n)
+	}
+	shutdownDone := make(chan error, 1)
+	go func() { shutdownDone <- srv.Shutdown(ctx) }()
+	if _, err := idle.PgConn().ReceiveMessage(ctx); pgCode(err) != "57P01" {
+		t.Fatalf("idle session: %v, want 57P01", err)
+	}
+	if got := queryInt(t, busy, "SELECT 11"); got != 11 {
+		t.Fatal("busy session broken during drain")
+	}
+	if _, err := busy.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatalf("commit during drain: %v", err)
+	}
+	if _, err := busy.PgConn().ReceiveMessage(ctx); pgCode(err) != "57P01" {
+		t.Fatalf("busy session after COMMIT: %v, want 57P01", err)
+	}
+	if err := <-shutdownDone; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
