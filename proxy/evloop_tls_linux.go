@@ -17,7 +17,7 @@ import (
 // Which conn the tls.Conn reads: crypto/tls has no way to change the
 // net.Conn under a tls.Conn, and reaching into its fields (unsafe, reflect)
 // would break with any release. So every TLS conn the proxy makes for a
-// session is made over a loopConn from the start (answerSSL, dialUpstream):
+// session is made over a loopConn from the start (answerSSL, Upstream.dial):
 // during the handshake and on the goroutine relay it is the socket on Go's
 // netpoller, and while the loop relays it reads and writes the loop's
 // duplicate of the socket without blocking. The handshake stays on the
