@@ -140,6 +140,7 @@ func addTrace(r *askreport.Report, tr *Trace) {
 		return
 	}
 	r.LLMCalls, r.PromptTokens, r.CompletionTokens = tr.LLMCalls()
+	r.ClientEnded = tr.Ends.Complete + tr.Ends.Repetition
 	for _, st := range tr.Snapshot() {
 		r.Stages = append(r.Stages, askreport.Stage{Name: st.Name, Duration: st.Duration, LLMCalls: st.LLMCalls,
 			PromptTokens: st.PromptTokens, CompletionTokens: st.CompletionTokens, Note: st.Note})

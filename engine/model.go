@@ -119,6 +119,19 @@ type budgetClient struct {
 	optional time.Duration
 }
 
+// TimeShared is client with the time of whatever it is called under shared
+// out as one ask's steps share theirs (see budgetClient), for model calls
+// made outside an engine ask (ask(all)'s context switch, plan, return type
+// and answer): each call ends a reserve before its context's deadline, its
+// output cap fits the time left at the model's measured speeds, and one
+// that cannot write anything useful is not started. timeout is the whole
+// time the calls share, which sizes the reserve and an optional step's
+// share; there is no call cap. Use one per question.
+func (e *Engine) TimeShared(client llm.Client, timeout time.Duration) llm.Client {
+	return budgetClient{Client: client, b: &budget{}, speeds: &e.speeds,
+		reserve: reserveFor(timeout), optional: time.Duration(float64(timeout) * optionalShare)}
+}
+
 // modelNamer is a client that says which model plays a role (llm's clients
 // and pool).
 type modelNamer interface {

@@ -30,6 +30,9 @@ type target struct {
 	Database string
 	// CAFile is set when the endpoint speaks TLS; clients verify against it.
 	CAFile string
+	// ChannelBinding, when set, is the client's channel_binding (disable
+	// for a proxy with TLS on both legs, see TestTLSBothLegs).
+	ChannelBinding string
 }
 
 func targetFor(t testing.TB, addr, database string) target {
@@ -60,6 +63,9 @@ func (tg target) URL() string {
 	q := url.Values{"sslmode": {tg.sslmode()}}
 	if tg.CAFile != "" {
 		q.Set("sslrootcert", tg.CAFile)
+	}
+	if tg.ChannelBinding != "" {
+		q.Set("channel_binding", tg.ChannelBinding)
 	}
 	u.RawQuery = q.Encode()
 	return u.String()

@@ -124,9 +124,16 @@ func startProxy(t testing.TB, c *pgcluster.Cluster, opts proxyOptions) *proxyHan
 // startProxyUpstreamTLS fronts a TLS cluster, verifying its certificate.
 func startProxyUpstreamTLS(t testing.TB, c *pgcluster.Cluster, client tlsMaterial) *proxyHandle {
 	t.Helper()
+	return startProxyTLSBothLegs(t, c, client, false)
+}
+
+// startProxyTLSBothLegs is startProxyUpstreamTLS on the relay goroutineRelay
+// says (TLS sessions are on the event loop by default on Linux).
+func startProxyTLSBothLegs(t testing.TB, c *pgcluster.Cluster, client tlsMaterial, goroutineRelay bool) *proxyHandle {
+	t.Helper()
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(c.CertPEM) {
 		t.Fatal("cluster certificate does not parse")
 	}
-	return startProxy(t, c, proxyOptions{TLS: &client, UpstreamTLS: proxy.UpstreamTLSVerifyFull, UpstreamRoots: roots})
+	return startProxy(t, c, proxyOptions{TLS: &client, UpstreamTLS: proxy.UpstreamTLSVerifyFull, UpstreamRoots: roots, GoroutineRelay: goroutineRelay})
 }

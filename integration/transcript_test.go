@@ -11,6 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/nlproxy/nlproxy/internal/pgcluster"
+	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
 
 // wire drives one hijacked session message by message and records every
@@ -228,10 +231,11 @@ var transcriptCases = []transcriptCase{
 }
 
 // TestTranscripts sends identical message sequences to Postgres directly and
-// through the proxy, on each relay (the event loop, goroutines), and
-// requires identical responses.
+// through the proxy, on each relay (the event loop, goroutines), plaintext
+// and with TLS on both legs, and requires identical responses.
 func TestTranscripts(t *testing.T) {
-	c := newScramCluster(t, nil)
+	// TLS on (plaintext allowed), for the proxies with TLS upstream.
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256", TLS: true})
 	p := startProxy(t, c, proxyOptions{})
 	direct := targetFor(t, c.Addr(), "postgres")
 	via := targetFor(t, p.Addr, "postgres")
@@ -245,6 +249,19 @@ func TestTranscripts(t *testing.T) {
 	}{
 		{"event-loop", via},
 		{"goroutines", targetFor(t, startProxy(t, c, proxyOptions{GoroutineRelay: true}).Addr, "postgres")},
+	}
+	if viaProxy {
+		tm := newTLSMaterial(t)
+		for _, goroutines := range []bool{false, true} {
+			p := startProxyTLSBothLegs(t, c, tm, goroutines)
+			tg := targetFor(t, p.Addr, "postgres")
+			tg.CAFile, tg.ChannelBinding = tm.CAFile, "disable"
+			name := map[bool]string{false: "event-loop-TLS", true: "goroutines-TLS"}[goroutines]
+			relays = append(relays, struct {
+				name string
+				via  target
+			}{name, tg})
+		}
 	}
 	for _, relay := range relays {
 		for _, tc := range transcriptCases {

@@ -21,14 +21,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The event loop relays plaintext sessions the way PgBouncer does: one
-// thread waits in epoll_wait for the sockets of all its sessions and, when
-// one is readable, reads it once, looks at the message headers and writes
-// what it read to the other side in one write. A round trip then costs two
-// wake-ups, two reads and two writes. The goroutine relay (two goroutines per
-// session on Go's netpoller) also pays a read that fails with EAGAIN per
-// relayed batch and the runtime's thread hand-offs, which measured as the
-// gap to PgBouncer (bench/README.md).
+// The event loop relays sessions the way PgBouncer does: one thread waits
+// in epoll_wait for the sockets of all its sessions and, when one is
+// readable, reads it once, looks at the message headers and writes what it
+// read to the other side in one write (a TLS side through its tls.Conn,
+// evloop_tls_linux.go). A round trip then costs two wake-ups, two reads and
+// two writes. The goroutine relay (two goroutines per session on Go's
+// netpoller) also pays a read that fails with EAGAIN per relayed batch and
+// the runtime's thread hand-offs, which measured as the gap to PgBouncer
+// (bench/README.md).
 //
 // The loop handles untracked pass-through only. Anything else — a statement
 // that may carry a marker, a message it would have to hold whole beyond its
@@ -88,6 +89,9 @@ type loopSess struct {
 	s        *session
 	cfd, ufd int  // duplicates of the session's sockets, owned by the loop
 	c, u     pipe // client → upstream, upstream → client
+	// tls: the client's and the upstream's TLS (nil where plaintext);
+	// evloop_tls_linux.go.
+	tls      [2]*loopTLS
 	events   [2]uint32
 	finished bool
 	// drainAfterZ: the ReadyForQuery just parsed leaves a draining session idle.
@@ -406,7 +410,13 @@ func (l *eventLoop) add(ls *loopSess) {
 			return
 		}
 	}
-	if l.parse(ls, 0) && l.parse(ls, 1) && l.flush(ls, 0) && l.flush(ls, 1) {
+	for side, t := range ls.tls {
+		if t != nil { // the tls.Conn may hold what the handshake's end brought
+			ls.newReadTurn(side)
+			t.more = true
+		}
+	}
+	if l.parse(ls, 0) && l.parse(ls, 1) && l.flush(ls, 0) && l.flush(ls, 1) && l.pump(ls) {
 		l.rearm(ls)
 	}
 }
@@ -418,15 +428,22 @@ func (l *eventLoop) serve(ls *loopSess, fd int, ev uint32) {
 	if fd == ls.ufd {
 		in, out = 1, 0
 	}
-	if ev&unix.EPOLLOUT != 0 && ls.pipe(out).pending() {
-		if !l.flush(ls, out) {
+	if ev&unix.EPOLLOUT != 0 {
+		if ls.backlog(in) && !l.flushOut(ls, in) {
+			return
+		}
+		if ls.pipe(out).pending() && !l.flush(ls, out) {
 			return
 		}
 	}
-	if ev&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 && !ls.pipe(in).pending() {
+	if ev&(unix.EPOLLIN|unix.EPOLLHUP|unix.EPOLLERR|unix.EPOLLRDHUP) != 0 && !ls.blocked(in) {
+		ls.newReadTurn(in)
 		if !l.fill(ls, in) || !l.parse(ls, in) || !l.flush(ls, in) {
 			return
 		}
+	}
+	if !l.pump(ls) {
+		return
 	}
 	l.rearm(ls)
 }
@@ -447,6 +464,9 @@ func (ls *loopSess) fds(side int) (in, out int) {
 
 // fill reads once from side's socket; false if the session left the loop.
 func (l *eventLoop) fill(ls *loopSess, side int) bool {
+	if t := ls.tls[side]; t != nil {
+		return l.fillTLS(ls, side, t)
+	}
 	pp := ls.pipe(side)
 	pp.compact()
 	if pp.w == len(pp.buf) {
@@ -484,6 +504,9 @@ func (l *eventLoop) fill(ls *loopSess, side int) bool {
 // left the loop. A short write leaves the rest pending (rearm asks for
 // EPOLLOUT and stops reading that side meanwhile).
 func (l *eventLoop) flush(ls *loopSess, side int) bool {
+	if t := ls.tls[1-side]; t != nil {
+		return l.flushTLS(ls, side, t)
+	}
 	pp := ls.pipe(side)
 	_, fd := ls.fds(side)
 	for pp.r < pp.p {
@@ -510,14 +533,14 @@ func (l *eventLoop) flush(ls *loopSess, side int) bool {
 }
 
 // rearm sets each socket's interest: read unless that side's bytes wait to
-// be written, write while the other side's bytes wait.
+// be written, write while the other side's bytes (or TLS records) wait.
 func (l *eventLoop) rearm(ls *loopSess) {
 	want := [2]uint32{}
 	for side := 0; side < 2; side++ {
-		if !ls.pipe(side).pending() {
+		if !ls.blocked(side) {
 			want[side] |= unix.EPOLLIN
 		}
-		if ls.pipe(1 - side).pending() {
+		if ls.pipe(1-side).pending() || ls.backlog(side) {
 			want[side] |= unix.EPOLLOUT
 		}
 	}
@@ -749,29 +772,55 @@ func fdConn(fd int) (net.Conn, error) {
 // true when the goroutine relay is to carry on (not eligible, or handed
 // back), false when the session is over (run closes it).
 func (s *session) loopRelay() bool {
-	if s.srv.GoroutineRelay || s.clientTLS || s.srv.IdleTimeout > 0 || s.srv.IdleInTransactionTimeout > 0 {
+	if s.srv.GoroutineRelay || s.srv.IdleTimeout > 0 || s.srv.IdleInTransactionTimeout > 0 {
 		return true
 	}
 	client, up := s.sh.conns(s.traffic)
+	var tlsSides [2]*loopTLS
+	if s.tlsc != nil {
+		if tlsSides[0], _ = tlsSide(s.tlsc); tlsSides[0] == nil {
+			return true
+		}
+	}
+	upTLS, ok := tlsSide(up)
+	if !ok {
+		return true
+	}
+	upSock := up // the socket under a TLS upstream
+	restore := func() {}
+	if upTLS != nil {
+		tlsSides[1], upSock = upTLS, upTLS.lc.Conn
+		// From here close closes the socket only: the tls.Conn is the
+		// loop's until afterLoop gives it back (leaveLoop).
+		if s.sh.setUpstream(upSock) {
+			s.sh.setUpstream(up)
+			return true
+		}
+		restore = func() { s.sh.setUpstream(up) }
+	}
 	if s.cl.uw.Flush() != nil || s.cw.Flush() != nil {
+		restore()
 		return true
 	}
 	cfd, err := dupFD(client)
 	if err != nil {
+		restore()
 		return true
 	}
-	ufd, err := dupFD(up)
+	ufd, err := dupFD(upSock)
 	if err != nil {
 		unix.Close(cfd)
+		restore()
 		return true
 	}
 	l, err := s.srv.loopAcquire()
 	if err != nil {
 		unix.Close(cfd)
 		unix.Close(ufd)
+		restore()
 		return true
 	}
-	ls := &loopSess{s: s, cfd: cfd, ufd: ufd, done: make(chan loopResult, 1)}
+	ls := &loopSess{s: s, cfd: cfd, ufd: ufd, tls: tlsSides, done: make(chan loopResult, 1)}
 	ls.c.buf, ls.u.buf = s.srv.loopBuf(), s.srv.loopBuf()
 	// What the handshake's readers hold already.
 	ls.c.w, _ = s.cl.cr.Read(ls.c.buf[:s.cl.cr.Buffered()])
@@ -782,9 +831,19 @@ func (s *session) loopRelay() bool {
 	s.cl.cr, s.sv.ur, s.cl.uw = nil, nil, nil
 
 	s.sh.setLoopDrain(func() { l.post(loopReq{ls, opDrain}) })
+	// TLS sides read and write the loop's sockets from now on; under cw's
+	// lock, as a drain that came before setLoopDrain may write to the client.
+	s.cw.mu.Lock()
+	if t := ls.tls[0]; t != nil {
+		t.lc.enter(cfd, s.traffic)
+	}
+	if t := ls.tls[1]; t != nil {
+		t.lc.enter(ufd, nil)
+	}
+	s.cw.mu.Unlock()
 	// Off Go's netpoller: the loop's duplicates keep the sockets open.
 	_ = client.Close()
-	_ = up.Close()
+	_ = upSock.Close()
 	if !l.post(loopReq{ls, opAdd}) { // the loop failed meanwhile
 		return s.afterLoop(loopResult{kind: loopHandoff, ls: ls})
 	}
@@ -812,7 +871,7 @@ func (s *session) afterLoop(res loopResult) bool {
 	}
 	if res.kind == loopHandoff {
 		// Unparsed bytes are read again by the goroutine relay's readers.
-		s.cl.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.client), bufSize)
+		s.cl.cr = bufio.NewReaderSize(readerWithPrefix(ls.c.buf[ls.c.p:ls.c.w], s.clientStream()), bufSize)
 		s.sv.ur = bufio.NewReaderSize(readerWithPrefix(ls.u.buf[ls.u.p:ls.u.w], up), bufSize)
 		s.cl.uw = newOutBuf(up, bufSize)
 	} else {
@@ -836,12 +895,34 @@ func (s *session) afterLoop(res loopResult) bool {
 func (s *session) reopenConns(ls *loopSess) (up net.Conn, ok bool) {
 	client, cerr := fdConn(ls.cfd)
 	up, uerr := fdConn(ls.ufd)
+	// A TLS side's loopConn goes back on the netpoller over the new socket
+	// (the client's through s.traffic, whose Conn leaveLoop sets), and the
+	// session's upstream is the tls.Conn again.
+	if t := ls.tls[1]; t != nil && up != nil {
+		t.lc.resume(up)
+		up = t.conn
+	}
+	if t := ls.tls[0]; t != nil {
+		t.lc.resume(s.traffic)
+	}
 	// fdConn gives no connection with its error: nil ones are not taken.
 	gone := s.sh.leaveLoop(s.traffic, client, up)
+	if !gone && cerr == nil && uerr == nil {
+		// Records the loop took and could not write go first.
+		for _, t := range ls.tls {
+			if t != nil && t.lc.flushBacklog() != nil {
+				s.close()
+				return nil, false
+			}
+		}
+	}
 	if cerr != nil || uerr != nil || gone {
 		// close has run and found only the originals: close these.
 		if up != nil {
 			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			if t := ls.tls[1]; t != nil {
+				_ = t.lc.flushBacklog() // records in order before the Terminate
+			}
 			_, _ = io.WriteString(up, terminateMsg)
 			up.Close()
 		}
@@ -866,7 +947,7 @@ func (s *session) passParsed(ls *loopSess) bool {
 		werr = s.cl.uw.Flush()
 	}
 	s.cw.mu.Lock()
-	s.cw.Reset(s.client)
+	s.cw.Reset(s.clientStream())
 	_, cwerr := s.cw.Write(ls.u.buf[ls.u.r:ls.u.p])
 	if cwerr == nil {
 		cwerr = s.cw.Flush()

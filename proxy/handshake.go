@@ -83,13 +83,15 @@ func (s *session) answerSSL(ctx context.Context) error {
 	if s.cl.cr.Buffered() > 0 {
 		return s.fatal(pg.CodeProtocolViolation, "nlproxy: received unencrypted data after SSL request")
 	}
-	tc := tls.Server(s.client, s.srv.TLSConfig)
+	// Over a loopConn, so that the event loop can carry the session after
+	// the handshake (evloop_tls_linux.go).
+	tc := tls.Server(loopable(s.client), s.srv.TLSConfig)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return fmt.Errorf("client TLS handshake: %w", err)
 	}
 	s.cl.cr.Reset(tc)
 	s.cw.Reset(tc)
-	s.clientTLS = true
+	s.clientTLS, s.tlsc = true, tc
 	return nil
 }
 
@@ -144,7 +146,7 @@ func (s *session) admit(pkt startupPacket) error {
 // infrastructure; the log line has the detail.
 func (s *session) connectUpstream(ctx context.Context, deadline time.Time) (net.Conn, error) {
 	dialStart := time.Now()
-	up, err := s.route.Dial(ctx)
+	up, err := s.route.dial(ctx, loopable)
 	if err == nil {
 		s.srv.Metrics.UpstreamConnect(time.Since(dialStart))
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/nlproxy/nlproxy/testkit/poll"
@@ -102,9 +103,11 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 		name       string
 		goroutines bool
 		tracked    bool
+		tls        bool // TLS both ways (evloop_tls_linux.go)
 	}
 	results := map[string]*transitions{}
-	modes := []mode{{"event-loop", false, false}, {"goroutines", true, false}, {"tracked", false, true}}
+	modes := []mode{{"event-loop", false, false, false}, {"goroutines", true, false, false}, {"tracked", false, true, false},
+		{"event-loop-TLS", false, false, true}, {"goroutines-TLS", true, false, true}}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -113,8 +116,16 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 			results[m.name] = rec
 			srv := &Server{GoroutineRelay: m.goroutines, Translator: &scriptTranslator{}, OnDDL: func(string, string) {}}
 			srv.stateHook = rec.hook
-			srv, addr := trustServer(t, srv)
-			c := connect(t, trustURL(addr))
+			var c *pgx.Conn
+			if m.tls {
+				var url string
+				srv, url = tlsLoopServer(t, tlsLoopCase{"both-TLS", true, true}, srv)
+				c = connect(t, url)
+			} else {
+				var addr string
+				srv, addr = trustServer(t, srv)
+				c = connect(t, trustURL(addr))
+			}
 			pc := c.PgConn()
 			setup := "SELECT 1"
 			if m.tracked {

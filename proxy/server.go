@@ -80,8 +80,9 @@ type Server struct {
 	// (--audit-redact); its text fields are bounded whatever it says.
 	Redact redact.Policy
 	// GoroutineRelay relays every session with two goroutines on Go's
-	// netpoller; by default (Linux) plaintext sessions without idle
-	// timeouts are relayed by event loops (evloop_linux.go) until an ask.
+	// netpoller; by default (Linux) sessions without idle timeouts,
+	// plaintext or TLS, are relayed by event loops (evloop_linux.go,
+	// evloop_tls_linux.go) until an ask.
 	GoroutineRelay bool
 	// Observer, when set, sees the plain statements relayed (observe.go).
 	Observer StatementObserver

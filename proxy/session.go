@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -35,8 +36,8 @@ import (
 //   - cw, the writer to the client, is used by whoever holds its lock, and
 //     replies, the tracked reply queue, has its own lock (queue.go).
 //
-// One goroutine (run) does the handshake, owning both sides. A plaintext
-// session on Linux is then first relayed by an event loop (evloop_linux.go):
+// One goroutine (run) does the handshake, owning both sides. A session on
+// Linux (plaintext or TLS) is then first relayed by an event loop (evloop_linux.go):
 // the loop's one goroutine owns cl and sv while run waits in loopRelay, and
 // hands both back with the sockets (through a channel, so what the loop wrote
 // is seen) on the first ask or anything unusual. From then on two goroutines
@@ -51,9 +52,10 @@ type session struct {
 
 	client     net.Conn // the raw accepted connection (counting its bytes)
 	clientTLS  bool
-	local      bool   // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
-	clientAddr string // for the audit log; "[local]" on a Unix socket, as Postgres logs it
-	clientHost string // for the per-client limit on concurrent asks
+	tlsc       *tls.Conn // the client's TLS (over a loopConn where the event loop can carry it)
+	local      bool      // accepted on a Unix socket: no TLS offered, RequireTLS does not apply
+	clientAddr string    // for the audit log; "[local]" on a Unix socket, as Postgres logs it
+	clientHost string    // for the per-client limit on concurrent asks
 	started    time.Time
 	traffic    *countingConn
 

@@ -228,6 +228,12 @@ func bareValue(s string, i int) (val string, next int) {
 // session does before its startup message (and the readiness check, which
 // goes no further).
 func (u *Upstream) Dial(ctx context.Context) (net.Conn, error) {
+	return u.dial(ctx, nil)
+}
+
+// dial is Dial with the TLS conn made over under(socket) where under is set
+// (a session's: the event loop carries it after the handshake).
+func (u *Upstream) dial(ctx context.Context, under func(net.Conn) net.Conn) (net.Conn, error) {
 	network := "tcp"
 	if strings.HasPrefix(u.Address, "/") {
 		network = "unix"
@@ -269,7 +275,11 @@ func (u *Upstream) Dial(ctx context.Context) (net.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("%w: unexpected reply %q to SSLRequest", ErrProtocol, resp[0])
 	}
-	tc := tls.Client(conn, u.clientTLSConfig(mode))
+	tlsOver := conn
+	if under != nil {
+		tlsOver = under(conn)
+	}
+	tc := tls.Client(tlsOver, u.clientTLSConfig(mode))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("TLS handshake: %w", err)

@@ -110,7 +110,7 @@ func options() []option {
 			Help:  "largest client message accepted, bytes; a larger one gets 08P01 and the connection is closed",
 			Field: func(c *Config) any { return &c.MaxMessageSize }},
 		{Flag: "goroutine-relay", Env: env("GOROUTINE_RELAY"), YAML: "goroutine_relay",
-			Help:  "relay every session with goroutines on Go's netpoller instead of the event loop that serves plaintext sessions without idle timeouts on Linux (docs/benchmarks.md, Relay)",
+			Help:  "relay every session with goroutines on Go's netpoller instead of the event loop that serves sessions (plaintext or TLS) without idle timeouts on Linux (docs/benchmarks.md, Relay)",
 			Field: func(c *Config) any { return &c.GoroutineRelay }},
 		{Flag: "shutdown-timeout", Env: env("SHUTDOWN_TIMEOUT"), YAML: "shutdown_timeout", Default: 30 * time.Second,
 			Help:  "on SIGTERM/SIGINT, how long to let sessions drain",

@@ -130,6 +130,10 @@ type Request struct {
 	// History is the asking session's conversation (nil: none kept): a
 	// follow-up is read against it, and the answered question is added.
 	History *conversation.History
+
+	// model is the asker's model client with this question's time shared
+	// out among its calls (set by Ask).
+	model llm.Client
 }
 
 // Kind says what an Answer holds.
@@ -237,6 +241,7 @@ func (a *Asker) Ask(ctx context.Context, req Request) (*Answer, error) {
 	a.once.Do(a.defaults)
 	ctx, cancel := context.WithTimeout(ctx, a.AskTimeout)
 	defer cancel()
+	req.model = a.Engine.TimeShared(a.LLM, a.AskTimeout)
 	ans, err := a.ask(ctx, req)
 	if err != nil {
 		var nt *NoTargetError
@@ -290,7 +295,7 @@ func (a *Asker) understand(ctx context.Context, req *Request, ans *Answer) error
 	if len(turns) == 0 || engine.StandsAlone(req.Question) {
 		return nil
 	}
-	q, _, err := engine.Understand(ctx, chatModel{a: a, step: "followup"}, req.Question, turns)
+	q, _, err := engine.Understand(ctx, chatModel{a: a, model: req.model, step: "followup"}, req.Question, turns)
 	if err != nil || q == "" {
 		return err
 	}
@@ -300,12 +305,13 @@ func (a *Asker) understand(ctx context.Context, req *Request, ans *Answer) error
 
 // chatModel is an engine.JSONModel over the asker's own model client.
 type chatModel struct {
-	a    *Asker
-	step string
+	a     *Asker
+	model llm.Client
+	step  string
 }
 
 func (m chatModel) JSON(ctx context.Context, p prompts.Prompt, _ float64, out any) error {
-	_, err := llm.ChatJSON(ctx, m.a.LLM, m.a.chat(llm.RoleSmall, m.step, p), out)
+	_, err := llm.ChatJSON(ctx, m.model, m.a.chat(llm.RoleSmall, m.step, p), out)
 	return err
 }
 
@@ -460,7 +466,7 @@ func (a *Asker) contextSwitch(ctx context.Context, req Request, ans *Answer) (do
 		return false, err
 	}
 	var out prompts.ContextSwitchResult
-	_, err = llm.ChatJSON(ctx, a.LLM, a.chat(llm.RoleSmall, "context-switch", p), &out)
+	_, err = llm.ChatJSON(ctx, req.model, a.chat(llm.RoleSmall, "context-switch", p), &out)
 	switch {
 	case errors.Is(err, llm.ErrBadOutput):
 		return false, nil // unusable answer: look in the databases
@@ -627,7 +633,7 @@ func (a *Asker) plan(ctx context.Context, req Request, targets []*target) (promp
 		return prompts.PlanResult{}, err
 	}
 	var out prompts.PlanResult
-	_, err = llm.ChatJSON(ctx, a.LLM, a.chat(llm.RoleGenerator, "plan", p), &out)
+	_, err = llm.ChatJSON(ctx, req.model, a.chat(llm.RoleGenerator, "plan", p), &out)
 	if err != nil && !errors.Is(err, llm.ErrBadOutput) {
 		return prompts.PlanResult{}, err
 	}
@@ -740,7 +746,7 @@ func (a *Asker) returnsRows(ctx context.Context, req Request, st *Step) bool {
 		return false
 	}
 	var out prompts.ReturnTypeResult
-	if _, err := llm.ChatJSON(ctx, a.LLM, a.chat(llm.RoleSmall, "return-type", p), &out); err != nil {
+	if _, err := llm.ChatJSON(ctx, req.model, a.chat(llm.RoleSmall, "return-type", p), &out); err != nil {
 		return false
 	}
 	return out.Answers
@@ -779,7 +785,7 @@ func (a *Asker) answer(ctx context.Context, req Request, ans *Answer) error {
 		return err
 	}
 	var out prompts.AnswerResult
-	_, err = llm.ChatJSON(ctx, a.LLM, a.chat(llm.RoleGenerator, "answer", p), &out)
+	_, err = llm.ChatJSON(ctx, req.model, a.chat(llm.RoleGenerator, "answer", p), &out)
 	if err != nil && !errors.Is(err, llm.ErrBadOutput) {
 		return err
 	}
@@ -816,6 +822,7 @@ func (a *Asker) chat(role llm.Role, step string, p prompts.Prompt) llm.ChatReque
 		System:     p.System,
 		Messages:   []llm.Message{{Role: llm.SpeakerUser, Content: p.User}},
 		JSONSchema: p.JSONSchema,
+		MaxTokens:  p.MaxTokens,
 		NumCtx:     a.NumCtx,
 		Stop:       p.Stop,
 		Step:       step,

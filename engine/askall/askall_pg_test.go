@@ -19,6 +19,7 @@ import (
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/internal/pg"
 	"github.com/nlproxy/nlproxy/internal/pgcluster"
+	"github.com/nlproxy/nlproxy/prompts"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
 	"github.com/nlproxy/nlproxy/testkit/pgtest"
 )
@@ -300,6 +301,13 @@ func TestAskAcrossDatabases(t *testing.T) {
 		}
 		// Nothing the plan saw names a table alice cannot read.
 		w.noPrompt(t, "payroll")
+		// Every call carries its step's output cap, the planner's own
+		// (context switch, plan, answer) included, not the client's default.
+		for _, r := range w.fake.RequestsTo(fakeollama.RouteChat) {
+			if n, _ := r.Options["num_predict"].(float64); n <= 0 || n > float64(prompts.OutputCap("candidate")) {
+				t.Errorf("a call answered by rule %q went out with num_predict %v", r.Rule, r.Options["num_predict"])
+			}
+		}
 	})
 
 	t.Run("a table the asker may not read is a failed step, never data", func(t *testing.T) {

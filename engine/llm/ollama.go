@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -125,10 +126,10 @@ func (c *OllamaClient) keepAlive() *api.Duration {
 }
 
 // Chat implements Client. The answer is always streamed: a request with
-// Complete ends as soon as the answer holds what was asked, any answer ends
-// when it starts repeating itself, and closing the stream makes Ollama stop
-// generating. A model whose template drops system messages gets the system
-// text folded into the user message.
+// Complete ends as soon as the answer holds what was asked, and any answer
+// ends when it starts repeating itself (the rest is drained, see
+// streamChat). A model whose template drops system messages gets the
+// system text folded into the user message.
 func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse, error) {
 	model, err := c.cfg.model(req.Role, req.Model)
 	if err != nil {
@@ -185,24 +186,17 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 		areq.Options = opts
 		out = ChatResponse{Model: model, Folded: system != req.System}
 		w := newWatcher(req.Complete, c.cfg.MaxAnswerBytes)
-		done := false
-		err := c.api.Chat(ctx, areq, func(r api.ChatResponse) error {
-			if err := w.add(r.Message.Content); err != nil {
-				return err
+		final, done, err := c.streamChat(ctx, areq, w, maxTokens)
+		if done {
+			out.PromptTokens = final.PromptEvalCount
+			out.CompletionTokens = final.EvalCount
+			out.EvalDuration = final.EvalDuration
+			out.PromptDuration = final.PromptEvalDuration
+			out.DoneReason = final.DoneReason
+			if final.Model != "" {
+				out.Model = final.Model
 			}
-			if r.Done {
-				done = true
-				out.PromptTokens = r.PromptEvalCount
-				out.CompletionTokens = r.EvalCount
-				out.EvalDuration = r.EvalDuration
-				out.PromptDuration = r.PromptEvalDuration
-				out.DoneReason = r.DoneReason
-				if r.Model != "" {
-					out.Model = r.Model
-				}
-			}
-			return nil
-		})
+		}
 		out.Content = w.text.String()
 		w.timings(&out)
 		if !done {
@@ -239,6 +233,102 @@ func (c *OllamaClient) Chat(ctx context.Context, req ChatRequest) (ChatResponse,
 			zap.Int("prompt_tokens", out.PromptTokens), zap.Int("num_ctx", numCtx))
 	}
 	return out, nil
+}
+
+// drainLimit bounds how long a stream the client no longer needs is read on
+// in the background (streamChat): at 3 tokens/s, a loaded CPU's pace for a
+// small model, it covers a few hundred tokens.
+const drainLimit = 2 * time.Minute
+
+// streamChat sends areq and feeds the answer to w until w has seen enough,
+// the server ends it, or ctx ends; done reports that the server ended it,
+// with final its last message.
+//
+// Once tokens flow, a stream the client no longer needs is not closed but
+// read to its end in the background and dropped. Ollama (v0.17.4 at least)
+// blocks the handler of a stream whose client went away on its next token,
+// holding one of the model's parallel slots for good: after
+// OLLAMA_NUM_PARALLEL such closes the model answers nothing until the server
+// restarts (docs/real-models.md). The drain is bounded by the output cap
+// (num_predict stops the server there; one that ignores it is closed a
+// little past it) and by drainLimit. A call given up before its first token
+// is closed at once: the server was queueing it or reading the prompt, which
+// it abandons cleanly.
+func (c *OllamaClient) streamChat(ctx context.Context, areq *api.ChatRequest, w *watcher, maxTokens int) (final api.ChatResponse, done bool, err error) {
+	type result struct {
+		final api.ChatResponse
+		done  bool
+		err   error
+	}
+	sent := *areq // the goroutine may outlive this attempt; the next changes areq
+	results := make(chan result, 1)
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu       sync.Mutex
+		released bool // the caller has gone on; what arrives now is drained
+		flowing  bool // a chunk arrived: the model is generating
+		drained  int
+		limit    *time.Timer
+	)
+	// let go ends the caller's interest, under mu.
+	letGo := func() {
+		released = true
+		if flowing {
+			limit = time.AfterFunc(drainLimit, stop)
+		} else {
+			stop()
+		}
+	}
+	go func() {
+		defer stop()
+		var last api.ChatResponse
+		finished := false
+		err := c.api.Chat(sctx, &sent, func(r api.ChatResponse) error {
+			mu.Lock()
+			defer mu.Unlock()
+			flowing = true
+			if released {
+				if drained++; drained > maxTokens+maxTokens/4+16 {
+					return errDrainCap
+				}
+				return nil
+			}
+			if err := w.add(r.Message.Content); err != nil {
+				if !errors.Is(err, errStopEarly) {
+					return err // past the byte cap: a server that ignores num_predict
+				}
+				results <- result{err: errStopEarly}
+				letGo()
+				return nil
+			}
+			if r.Done {
+				last, finished = r, true
+			}
+			return nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if limit != nil {
+			limit.Stop()
+		}
+		if !released {
+			released = true
+			results <- result{final: last, done: finished, err: err}
+		}
+	}()
+	select {
+	case r := <-results:
+		return r.final, r.done, r.err
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		if released { // the answer came in as ctx ended
+			r := <-results
+			return r.final, r.done, r.err
+		}
+		letGo()
+		return api.ChatResponse{}, false, ctx.Err()
+	}
 }
 
 // variedRetry is what a retry after a timeout or an aborted answer changes:
@@ -318,6 +408,9 @@ var errIncomplete = errors.New("response ended before done")
 
 // errAnswerTooLong: the answer passed Config.MaxAnswerBytes; reading stops.
 var errAnswerTooLong = errors.New("model answer exceeds the size limit")
+
+// errDrainCap closes a drained stream that ran past the output cap.
+var errDrainCap = errors.New("drained answer ran past the output cap")
 
 // retry runs fn with a per-call timeout, retrying retryable failures with
 // exponential backoff. It returns the number of attempts made.

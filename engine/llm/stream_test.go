@@ -16,6 +16,7 @@ import (
 
 	"github.com/nlproxy/nlproxy/engine/llm"
 	"github.com/nlproxy/nlproxy/testkit/fakeollama"
+	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
 // transcript is what the server received and what the client made of it:
@@ -261,4 +262,77 @@ func TestRepeating(t *testing.T) {
 			t.Errorf("Repeating(%.40q…) = %v, want %v", tc.text, got, tc.want)
 		}
 	}
+}
+
+// TestChatDrainsWhatItStops: an answer the client no longer needs (complete
+// early, or its caller gone) is read to its end in the background, never
+// closed while tokens flow. Ollama v0.17.4 keeps one of the model's slots
+// for good when a client closes a stream mid-answer, and the fake does the
+// same: with one slot, had any stream been closed, every later call would
+// wait until its deadline.
+func TestChatDrainsWhatItStops(t *testing.T) {
+	var tail strings.Builder
+	for i := range 80 {
+		fmt.Fprintf(&tail, "Note %d: the count includes row %d.\n", i, i*7)
+	}
+	reply := "```sql\nSELECT count(*) FROM users\n```\n" + tail.String()
+	srv := fakeollama.New(t, fakeollama.Options{
+		Models: []string{genModel, smallModel},
+		Slots:  1,
+		// A pause between chunks, so the fake sees a client that closes
+		// mid-answer, as Ollama's handler does.
+		Rules: []fakeollama.Rule{{Name: "cot", Reply: reply, ChunkDelay: time.Millisecond}},
+	})
+	c := newClient(t, srv, func(cfg *llm.Config) { cfg.MaxRetries = -1 })
+	closedFence := func(s string) bool {
+		_, after, ok := strings.Cut(s, "```sql")
+		return ok && strings.Contains(after, "```")
+	}
+	for i := range 3 {
+		// Each call is bounded only so that a wedged fake fails the test
+		// instead of hanging it.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		req := systemAsk("Write SQL.", "How many users?")
+		req.Complete = closedFence
+		resp, err := c.Chat(ctx, req)
+		cancel()
+		if err != nil || resp.DoneReason != llm.DoneComplete {
+			t.Fatalf("complete %d: %v, done %q; want the answer stopped complete", i, err, resp.DoneReason)
+		}
+
+		ctx, cancel = context.WithTimeout(t.Context(), time.Minute)
+		req.Complete = func(s string) bool {
+			if strings.Contains(s, "SELECT") {
+				cancel() // the ask gave up mid-answer
+			}
+			return false
+		}
+		_, err = c.Chat(ctx, req)
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("gone %d: %v; want the caller's cancel", i, err)
+		}
+	}
+	poll.Until(t, "the drained answers end", func() bool { return srv.Answering() == 0 })
+	if n := srv.Leaked(); n != 0 {
+		t.Errorf("%d streams closed mid-answer; want every one drained", n)
+	}
+	if n := len(srv.RequestsTo(fakeollama.RouteChat)); n != 6 {
+		t.Errorf("%d requests, want 6 (no retries)", n)
+	}
+}
+
+// TestChatDrainIsBounded: a server that ignores num_predict and streams
+// without end is drained only a little past the output cap, then closed.
+func TestChatDrainIsBounded(t *testing.T) {
+	srv := startFake(t, fakeollama.Rule{Name: "endless", Reply: "```sql\nSELECT 1\n```\nmore ", Fault: fakeollama.FaultEndlessVaried})
+	c := newClient(t, srv, nil)
+	req := systemAsk("Write SQL.", "How many users?")
+	req.MaxTokens = 32
+	req.Complete = func(s string) bool { return strings.Contains(s, "SELECT 1\n```") }
+	resp, err := c.Chat(t.Context(), req)
+	if err != nil || resp.DoneReason != llm.DoneComplete {
+		t.Fatalf("%v, done %q; want the answer stopped complete", err, resp.DoneReason)
+	}
+	poll.Until(t, "the endless stream is closed", func() bool { return srv.Answering() == 0 })
 }

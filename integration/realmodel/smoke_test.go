@@ -99,11 +99,25 @@ type recorder struct {
 	// holds them so that a model request is surely open when its cancel
 	// arrives (a small model may answer a call between two others).
 	hold chan struct{}
+	// open counts chat requests not yet ended; take waits for none (an
+	// answer the engine stopped using is still read to its end, and
+	// belongs to the ask that sent it).
+	open  int
+	ended *sync.Cond
 }
 
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	chat := req.URL.Path == "/api/chat"
 	if chat {
+		r.mu.Lock()
+		r.open++
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.open--
+			r.ended.Broadcast()
+			r.mu.Unlock()
+		}()
 		select {
 		case r.started <- struct{}{}:
 		default:
@@ -139,8 +153,9 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	// Streamed through line by line, as the engine reads it: the engine
-	// may stop reading once the answer is complete, and the server then
-	// stops generating. The answer is recorded when it ends, before the
+	// may stop using an answer once it is complete, and reads the rest to
+	// its end without using it (it closes only an answer that has not
+	// started, or one that overruns its cap). The answer is recorded when it ends, before the
 	// engine gets its last line, so the ask's figures are all here when it
 	// ends.
 	for k, v := range resp.Header {
@@ -251,10 +266,14 @@ func (r *recorder) add(c call) {
 	r.mu.Unlock()
 }
 
-// take returns the calls recorded since the last take.
+// take returns the calls recorded since the last take, once no chat
+// request is open.
 func (r *recorder) take() []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for r.open > 0 {
+		r.ended.Wait()
+	}
 	out := r.calls
 	r.calls = nil
 	return out
@@ -283,6 +302,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	rec := &recorder{target: base.String(), started: make(chan struct{}, 1)}
+	rec.ended = sync.NewCond(&rec.mu)
 	cats := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
 		return cluster.Connect(ctx, database)
 	}}
@@ -480,10 +500,12 @@ func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (
 	if rec.Report == nil || rec.Report.Cached || outcome == "sqlstate:57014" {
 		return
 	}
-	if cut {
-		// A cut answer's prompt is the engine's estimate; its completion the
-		// chunks each side saw.
-		if rec.Report.LLMCalls < done || rec.Report.CompletionTokens < completion-done {
+	if cut || rec.Report.ClientEnded > 0 {
+		// A cut answer's prompt is the engine's estimate and its completion
+		// the chunks the engine read before it stopped; the server wrote on
+		// into the drain. So: at least a token per answered call, never more
+		// than the server wrote.
+		if rec.Report.LLMCalls < done || rec.Report.CompletionTokens < done || rec.Report.CompletionTokens > completion {
 			t.Errorf("report says %d calls, %d completion tokens; the server answered %d calls with %d",
 				rec.Report.LLMCalls, rec.Report.CompletionTokens, done, completion)
 		}

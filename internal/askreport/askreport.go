@@ -19,8 +19,12 @@ type Report struct {
 	LLMCalls   int
 	// PromptTokens and CompletionTokens sum over the stages.
 	PromptTokens, CompletionTokens int
-	Stages                         []Stage
-	Candidates                     []Candidate
+	// ClientEnded counts model answers the engine stopped reading once
+	// they were complete or repeating: their tokens are those read, while
+	// the server wrote on to its end (drained, unread).
+	ClientEnded int
+	Stages      []Stage
+	Candidates  []Candidate
 }
 
 // Candidate is one SQL candidate the engine weighed.

@@ -53,6 +53,13 @@ type Options struct {
 	// EmbedDim is the length of the deterministic embeddings (default 64).
 	EmbedDim int
 	Version  string
+	// Slots, when > 0, is how many chat and generate answers are written at
+	// once (Ollama's OLLAMA_NUM_PARALLEL); the others wait for a slot. As in
+	// Ollama v0.17.4, a client that goes away while its answer is still
+	// streaming leaks the slot for good (Ollama's handler blocks on the
+	// next token), so after Slots such closes every request waits until its
+	// client gives up.
+	Slots int
 	// Addr to listen on (default "127.0.0.1:0").
 	Addr string
 }
@@ -87,12 +94,15 @@ type Server struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu       sync.Mutex
-	rules    []*ruleState
-	def      *ruleState
-	models   []string
-	requests []Recorded
-	closed   bool
+	mu        sync.Mutex
+	rules     []*ruleState
+	def       *ruleState
+	models    []string
+	requests  []Recorded
+	closed    bool
+	slots     chan struct{} // nil without Options.Slots
+	leaked    int           // slots kept by answers whose client went away
+	answering int           // chat and generate answers being written
 }
 
 type ruleState struct {
@@ -136,6 +146,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: opts, ln: ln, baseCtx: ctx, cancel: cancel}
+	if opts.Slots > 0 {
+		s.slots = make(chan struct{}, opts.Slots)
+	}
 	s.SetRules(opts.Rules...)
 	s.SetDefault(opts.Default)
 	s.SetModels(opts.Models...)
@@ -249,6 +262,66 @@ func (s *Server) Reset() {
 	if s.def != nil {
 		s.def.hits = 0
 	}
+}
+
+// Leaked is how many slots (Options.Slots) answers whose client went away
+// mid-stream have kept.
+func (s *Server) Leaked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaked
+}
+
+// Answering is how many chat and generate answers are being written or are
+// waiting for a slot.
+func (s *Server) Answering() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answering
+}
+
+// slot is one answer's hold on a model slot (Options.Slots).
+type slot struct {
+	s    *Server
+	held bool
+}
+
+// takeSlot waits for a free slot; false means the client or the server
+// went away first.
+func (s *Server) takeSlot(ctx context.Context) (*slot, bool) {
+	s.mu.Lock()
+	s.answering++
+	s.mu.Unlock()
+	sl := &slot{s: s}
+	if s.slots == nil {
+		return sl, true
+	}
+	select {
+	case s.slots <- struct{}{}:
+		sl.held = true
+		return sl, true
+	case <-ctx.Done():
+	case <-s.baseCtx.Done():
+	}
+	sl.end(false)
+	return nil, false
+}
+
+// end gives the slot back, unless the answer's client went away
+// mid-stream (cut): Ollama's handler then never returns, and its slot is
+// lost until the server restarts.
+func (sl *slot) end(cut bool) {
+	sl.s.mu.Lock()
+	defer sl.s.mu.Unlock()
+	sl.s.answering--
+	if !sl.held {
+		return
+	}
+	if cut && sl.s.baseCtx.Err() == nil {
+		sl.s.leaked++
+		return
+	}
+	<-sl.s.slots
 }
 
 // ServeHTTP routes like Ollama's server.
@@ -554,6 +627,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		rec.Status = rule.Status
 	}
 	s.record(rec)
+	sl, ok := s.takeSlot(r.Context())
+	if !ok {
+		return
+	}
+	// streaming until the answer's end is written: a client that goes away
+	// meanwhile costs the slot.
+	streaming := false
+	defer func() { sl.end(streaming && r.Context().Err() != nil) }()
 	if !s.sleep(r.Context(), rule.Delay) {
 		return
 	}
@@ -613,6 +694,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 		}
 		return c
 	}
+	streaming = v.Stream || rule.Fault == FaultEndless || rule.Fault == FaultEndlessVaried
 	if rule.Fault == FaultEndlessVaried {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
@@ -680,9 +762,11 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v ChatView, keep
 	if rule.Fault == FaultAbortRepetition {
 		// Ollama's repeat guard ends the stream cleanly without done:true
 		// and without counts.
+		streaming = false
 		return
 	}
 	_ = enc.Encode(mk("", true))
+	streaming = false
 }
 
 // cutAtStop ends an answer where Ollama would: at the first of the
