@@ -195,23 +195,28 @@ func TestBudgetWindow(t *testing.T) {
 // before, such calls taught the engine nothing); several attempts teach
 // nothing; speeds are kept per model, whichever role measured them.
 func TestSpeedsObserve(t *testing.T) {
+	clientEnded := llm.ChatResponse{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 1, DoneReason: llm.DoneComplete}
 	for _, tc := range []struct {
-		name string
-		resp llm.ChatResponse
-		want speed
+		name  string
+		resps []llm.ChatResponse // observed in turn
+		want  speed
 	}{
-		{"server timings", llm.ChatResponse{Model: "m", PromptTokens: 500, PromptDuration: 5 * time.Second, CompletionTokens: 40, EvalDuration: 20 * time.Second, Attempts: 1},
-			speed{gen: 2, read: 100}},
-		{"ended by the client", llm.ChatResponse{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 1, DoneReason: llm.DoneComplete},
-			speed{gen: 2, read: 50}},
-		{"retried", llm.ChatResponse{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 2},
-			speed{}},
-		{"cut before the first piece", llm.ChatResponse{Model: "m", PromptTokens: 500, Duration: 7 * time.Second, Attempts: 1},
+		{"server timings", []llm.ChatResponse{{Model: "m", PromptTokens: 500, PromptDuration: 5 * time.Second, CompletionTokens: 40, EvalDuration: 20 * time.Second, Attempts: 1}},
+			speed{gen: 2, read: 100, warm: true}},
+		// The first piece of a cold model's first answer came after
+		// loading it: its reading is not measured, its writing is.
+		{"ended by the client, cold model", []llm.ChatResponse{clientEnded}, speed{gen: 2, warm: true}},
+		{"ended by the client, warm model", []llm.ChatResponse{clientEnded, clientEnded}, speed{gen: 2, read: 50, warm: true}},
+		{"retried", []llm.ChatResponse{{Model: "m", PromptTokens: 500, FirstChunk: 10 * time.Second, CompletionTokens: 41, Streaming: 20 * time.Second, Attempts: 2}},
+			speed{warm: true}},
+		{"cut before the first piece", []llm.ChatResponse{{Model: "m", PromptTokens: 500, Duration: 7 * time.Second, Attempts: 1}},
 			speed{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s speeds
-			s.observe(llm.RoleSmall, tc.resp)
+			for _, r := range tc.resps {
+				s.observe(llm.RoleSmall, r)
+			}
 			got := s.of("m", llm.RoleGenerator)
 			got.at = time.Time{}
 			if got != tc.want {

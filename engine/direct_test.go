@@ -112,7 +112,7 @@ func TestOutputCapsPerStep(t *testing.T) {
 	}
 	want := map[string]float64{"keywords": 64, "cot": 200}
 	// Each step's stop sequences travel with it (prompts.StopSequences).
-	wantStop := map[string]string{"keywords": `["\n\n"]`, "cot": "[\"```\\n\\n\"]"}
+	wantStop := map[string]string{"keywords": `["\n\n"]`, "cot": "[\"\\n```\\n\" \"```\\n\\n\"]"}
 	for _, r := range f.fake.RequestsTo(fakeollama.RouteChat) {
 		if r.Options["num_predict"] != want[r.Rule] {
 			t.Errorf("%s: num_predict %v, want %v", r.Rule, r.Options["num_predict"], want[r.Rule])

@@ -22,6 +22,9 @@ type speeds struct {
 type speed struct {
 	gen, read float64   // tokens per second; 0 unknown
 	at        time.Time // the latest observation
+	// warm: a call of the model was measured since its speeds were last
+	// unknown, so the server had it loaded.
+	warm bool
 }
 
 // staleSpeed: a speed measured longer ago than this is not trusted to
@@ -49,7 +52,9 @@ func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
 		s.models[resp.Model] = m
 	}
 	if time.Since(m.at) > staleSpeed {
-		m.gen, m.read = 0, 0 // start over rather than average with a stale spell
+		// Start over rather than average with a stale spell; the server
+		// may have unloaded the model meanwhile.
+		m.gen, m.read, m.warm = 0, 0, false
 	}
 	before := *m
 	switch {
@@ -61,7 +66,11 @@ func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
 	case resp.Attempts > 1:
 		// The client's clock over several requests says nothing of one.
 	case resp.FirstChunk > 0:
-		if resp.PromptTokens > 0 {
+		// The time to the first piece also holds loading the model when
+		// the server had not: seconds for a small model, tens for a 7B
+		// one. Taken as reading, it would refuse the ask's next calls, so
+		// a cold model's first such measure is left out.
+		if resp.PromptTokens > 0 && m.warm {
 			m.read = ewma(m.read, float64(resp.PromptTokens)/resp.FirstChunk.Seconds())
 		}
 		if resp.CompletionTokens > 1 && resp.Streaming > 0 {
@@ -70,6 +79,9 @@ func (s *speeds) observe(role llm.Role, resp llm.ChatResponse) {
 	}
 	// A call cut before its first piece says nothing sure: the model may
 	// have been loading (seconds, once), not reading.
+	if resp.FirstChunk > 0 || resp.EvalDuration > 0 {
+		m.warm = true
+	}
 	if *m != before {
 		m.at = time.Now()
 		s.roles[role] = resp.Model

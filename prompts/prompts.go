@@ -57,18 +57,21 @@ type Prompt struct {
 // StopSequences are the stop sequences each step's prompt declares, where
 // they end a rambling model sooner than the output cap, on the server:
 // a JSON step's answer is one object, so a blank line after it begins
-// prose; a fenced SQL step's answer ends at its closed ```sql fence, so
-// one followed by a blank line begins prose or a second query. Servers
-// remove a stop sequence from the answer: the model client puts back a
-// fence the stop took (llm's restoreStop), and a JSON object loses only
-// the blank line.
+// prose; a fenced SQL step's answer ends at its closed ```sql fence, so a
+// fence alone on its line (the opening one carries "sql") or one followed
+// by a blank line ends it, before prose or a second query. Ending there
+// matters beyond the wait: the client stops using an answer once it is
+// complete, but reads the rest of it, which the server writes to the cap
+// unless a stop ends it. Servers remove a stop sequence from the answer:
+// the model client puts back a fence the stop took (llm's restoreStop), and
+// a JSON object loses only the blank line.
 func StopSequences(step string) []string {
 	switch step {
 	case "keywords", "literal", "followup", "column_filter", "table_selection", "unittest_eval", "pairwise",
 		"askall_context_switch", "askall_return_type":
 		return []string{"\n\n"}
 	case "candidate", "subsql", "fixer":
-		return []string{"```\n\n"}
+		return []string{"\n```\n", "```\n\n"}
 	}
 	return nil
 }

@@ -106,17 +106,21 @@ func estimateTokens(system string, msgs []Message) int {
 
 // restoreStop puts back what a stop sequence took from a finished answer:
 // servers end generation at a stop sequence and leave it out of the text,
-// so a stop that begins with a code fence took the fence that closed the
-// answer. The answer is complete again for the parsers (an odd number of
-// fences means the last one is open); a stop of blank lines takes nothing
-// a parser needs.
+// so a stop holding a code fence took the fence that closed the answer.
+// The answer is complete again for the parsers (an odd number of fences
+// means the last one is open); a stop of blank lines takes nothing a
+// parser needs.
 func restoreStop(content, doneReason string, stops []string) string {
 	if doneReason != "stop" || strings.Count(content, "```")%2 == 0 {
 		return content
 	}
 	for _, s := range stops {
-		if strings.HasPrefix(s, "```") {
-			return strings.TrimRight(content, " \t") + "```"
+		if strings.Contains(s, "```") {
+			c := strings.TrimRight(content, " \t")
+			if !strings.HasSuffix(c, "\n") {
+				c += "\n"
+			}
+			return c + "```"
 		}
 	}
 	return content

@@ -163,6 +163,10 @@ func TestChatStopSequences(t *testing.T) {
 			[]string{"```\n\n"}, "1. count users -> count(*)\n```sql\nSELECT count(*) FROM users\n```", "SELECT count(*) FROM users"},
 		{"json", "{\"keywords\": [\"users\"], \"entities\": []}\n\nThe keywords are users.", []string{"\n\n"},
 			"{\"keywords\": [\"users\"], \"entities\": []}", ""},
+		// The fenced steps' stops: a fence alone on its line ends the
+		// answer even when prose follows on the next line.
+		{"fence then prose", "1. count users -> count(*)\n```sql\nSELECT count(*) FROM users\n```\nThis query counts the users.\n",
+			[]string{"\n```\n", "```\n\n"}, "1. count users -> count(*)\n```sql\nSELECT count(*) FROM users\n```", "SELECT count(*) FROM users"},
 		// The model stopped by itself: nothing to put back.
 		{"no stop met", "```sql\nSELECT 1\n```", []string{"```\n\n"}, "```sql\nSELECT 1\n```", "SELECT 1"},
 	} {
