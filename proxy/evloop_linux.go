@@ -776,47 +776,16 @@ func (s *session) loopRelay() bool {
 		return true
 	}
 	client, up := s.sh.conns(s.traffic)
-	var tlsSides [2]*loopTLS
-	if s.tlsc != nil {
-		if tlsSides[0], _ = tlsSide(s.tlsc); tlsSides[0] == nil {
-			return true
-		}
-	}
-	upTLS, ok := tlsSide(up)
+	tlsSides, upSock, restore, ok := s.loopSides(up)
 	if !ok {
 		return true
-	}
-	upSock := up // the socket under a TLS upstream
-	restore := func() {}
-	if upTLS != nil {
-		tlsSides[1], upSock = upTLS, upTLS.lc.Conn
-		// From here close closes the socket only: the tls.Conn is the
-		// loop's until afterLoop gives it back (leaveLoop).
-		if s.sh.setUpstream(upSock) {
-			s.sh.setUpstream(up)
-			return true
-		}
-		restore = func() { s.sh.setUpstream(up) }
 	}
 	if s.cl.uw.Flush() != nil || s.cw.Flush() != nil {
 		restore()
 		return true
 	}
-	cfd, err := dupFD(client)
+	cfd, ufd, l, err := s.loopTake(client, upSock)
 	if err != nil {
-		restore()
-		return true
-	}
-	ufd, err := dupFD(upSock)
-	if err != nil {
-		unix.Close(cfd)
-		restore()
-		return true
-	}
-	l, err := s.srv.loopAcquire()
-	if err != nil {
-		unix.Close(cfd)
-		unix.Close(ufd)
 		restore()
 		return true
 	}
@@ -855,6 +824,51 @@ func (s *session) loopRelay() bool {
 		res = <-ls.done
 	}
 	return s.afterLoop(res)
+}
+
+// loopSides finds the session's TLS sides and the socket under its
+// upstream; ok is false when a side cannot go on the loop. restore undoes
+// what it did to the session's upstream.
+func (s *session) loopSides(up net.Conn) (sides [2]*loopTLS, upSock net.Conn, restore func(), ok bool) {
+	restore = func() {}
+	if s.tlsc != nil {
+		if sides[0], _ = tlsSide(s.tlsc); sides[0] == nil {
+			return sides, nil, restore, false
+		}
+	}
+	upTLS, ok := tlsSide(up)
+	if !ok {
+		return sides, nil, restore, false
+	}
+	if upTLS == nil {
+		return sides, up, restore, true
+	}
+	sides[1], upSock = upTLS, upTLS.lc.Conn
+	// From here close closes the socket only: the tls.Conn is the loop's
+	// until afterLoop gives it back (leaveLoop).
+	if s.sh.setUpstream(upSock) {
+		s.sh.setUpstream(up)
+		return sides, nil, restore, false
+	}
+	return sides, upSock, func() { s.sh.setUpstream(up) }, true
+}
+
+// loopTake duplicates both sockets for a loop and takes one; on an error
+// nothing is kept.
+func (s *session) loopTake(client, upSock net.Conn) (cfd, ufd int, l *eventLoop, err error) {
+	if cfd, err = dupFD(client); err != nil {
+		return -1, -1, nil, err
+	}
+	if ufd, err = dupFD(upSock); err != nil {
+		unix.Close(cfd)
+		return -1, -1, nil, err
+	}
+	if l, err = s.srv.loopAcquire(); err != nil {
+		unix.Close(cfd)
+		unix.Close(ufd)
+		return -1, -1, nil, err
+	}
+	return cfd, ufd, l, nil
 }
 
 // afterLoop puts the session's sockets back on Go's netpoller, passes on
@@ -906,30 +920,17 @@ func (s *session) reopenConns(ls *loopSess) (up net.Conn, ok bool) {
 		t.lc.resume(s.traffic)
 	}
 	// fdConn gives no connection with its error: nil ones are not taken.
-	gone := s.sh.leaveLoop(s.traffic, client, up)
-	if !gone && cerr == nil && uerr == nil {
-		// Records the loop took and could not write go first.
-		for _, t := range ls.tls {
-			if t != nil && t.lc.flushBacklog() != nil {
-				s.close()
-				return nil, false
-			}
-		}
-	}
-	if cerr != nil || uerr != nil || gone {
+	if gone := s.sh.leaveLoop(s.traffic, client, up); gone || cerr != nil || uerr != nil {
 		// close has run and found only the originals: close these.
-		if up != nil {
-			_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-			if t := ls.tls[1]; t != nil {
-				_ = t.lc.flushBacklog() // records in order before the Terminate
-			}
-			_, _ = io.WriteString(up, terminateMsg)
-			up.Close()
-		}
-		if client != nil {
-			client.Close()
-		}
+		closeReopened(ls, client, up)
 		return nil, false
+	}
+	// Records the loop took and could not write go first.
+	for _, t := range ls.tls {
+		if t != nil && t.lc.flushBacklog() != nil {
+			s.close()
+			return nil, false
+		}
 	}
 	for _, c := range []net.Conn{up, client} {
 		if tc, ok := c.(*net.TCPConn); ok {
@@ -937,6 +938,22 @@ func (s *session) reopenConns(ls *loopSess) (up net.Conn, ok bool) {
 		}
 	}
 	return up, true
+}
+
+// closeReopened closes the reopened conns of a session that ended while on
+// the loop, telling the server first.
+func closeReopened(ls *loopSess, client, up net.Conn) {
+	if up != nil {
+		_ = up.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		if t := ls.tls[1]; t != nil {
+			_ = t.lc.flushBacklog() // records in order before the Terminate
+		}
+		_, _ = io.WriteString(up, terminateMsg)
+		up.Close()
+	}
+	if client != nil {
+		client.Close()
+	}
 }
 
 // passParsed writes what the loop had parsed but not yet passed on, both
