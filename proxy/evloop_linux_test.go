@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
@@ -67,20 +68,7 @@ func TestRelayPaths(t *testing.T) {
 				t.Fatalf("large result: %d rows, sum %d, %v", rows, sum, err)
 			}
 
-			if _, err := pc.Exec(ctx, "CREATE TEMP TABLE paths_t (id int, s text)").ReadAll(); err != nil {
-				t.Fatal(err)
-			}
-			var in bytes.Buffer
-			for i := 0; i < 20000; i++ {
-				fmt.Fprintf(&in, "%d\t%s\n", i, strings.Repeat("y", i%300))
-			}
-			if tag, err := pc.CopyFrom(ctx, bytes.NewReader(in.Bytes()), "COPY paths_t FROM STDIN"); err != nil || tag.RowsAffected() != 20000 {
-				t.Fatalf("copy from: %v %v", tag, err)
-			}
-			var out bytes.Buffer
-			if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM paths_t ORDER BY id) TO STDOUT"); err != nil || !bytes.Equal(out.Bytes(), in.Bytes()) {
-				t.Fatalf("copy to: %v (%d vs %d bytes)", err, out.Len(), in.Len())
-			}
+			copyRoundTrip(ctx, t, pc, "paths_t")
 
 			other := connect(t, trustURL(addr))
 			if _, err := c.Exec(ctx, "LISTEN paths_chan"); err != nil {
@@ -178,5 +166,25 @@ func TestEventLoopHandsOffEveryAskForm(t *testing.T) {
 				t.Fatalf("sessions on an event loop: %d, want %d", n, before-1)
 			}
 		})
+	}
+}
+
+// copyRoundTrip copies 20,000 rows of growing width into a new temporary
+// table and back out, and fails unless what came back is what went in.
+func copyRoundTrip(ctx context.Context, t *testing.T, pc *pgconn.PgConn, table string) {
+	t.Helper()
+	if _, err := pc.Exec(ctx, "CREATE TEMP TABLE "+table+" (id int, s text)").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	var in bytes.Buffer
+	for i := 0; i < 20000; i++ {
+		fmt.Fprintf(&in, "%d\t%s\n", i, strings.Repeat("y", i%300))
+	}
+	if tag, err := pc.CopyFrom(ctx, bytes.NewReader(in.Bytes()), "COPY "+table+" FROM STDIN"); err != nil || tag.RowsAffected() != 20000 {
+		t.Fatalf("copy from: %v %v", tag, err)
+	}
+	var out bytes.Buffer
+	if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM "+table+" ORDER BY id) TO STDOUT"); err != nil || !bytes.Equal(out.Bytes(), in.Bytes()) {
+		t.Fatalf("copy to: %v (%d vs %d bytes)", err, out.Len(), in.Len())
 	}
 }

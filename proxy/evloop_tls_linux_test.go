@@ -3,7 +3,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -69,11 +68,7 @@ func checkTLSLegs(t *testing.T, c tlsLoopCase, conn *pgx.Conn) {
 	if _, ok := conn.PgConn().Conn().(*tls.Conn); ok != c.client {
 		t.Fatalf("client TLS = %v, want %v", ok, c.client)
 	}
-	var ssl bool
-	if err := conn.QueryRow(context.Background(), "SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_catalog.pg_backend_pid()").Scan(&ssl); err != nil {
-		t.Fatal(err)
-	}
-	if ssl != c.upstream {
+	if ssl := upstreamSSL(t, conn); ssl != c.upstream {
 		t.Fatalf("upstream TLS = %v, want %v", ssl, c.upstream)
 	}
 }
@@ -142,20 +137,7 @@ func TestTLSOnEventLoop(t *testing.T) {
 			}
 
 			// COPY both ways.
-			if _, err := pc.Exec(ctx, "CREATE TEMP TABLE tls_t (id int, s text)").ReadAll(); err != nil {
-				t.Fatal(err)
-			}
-			var in bytes.Buffer
-			for i := 0; i < 20000; i++ {
-				fmt.Fprintf(&in, "%d\t%s\n", i, strings.Repeat("y", i%300))
-			}
-			if tag, err := pc.CopyFrom(ctx, bytes.NewReader(in.Bytes()), "COPY tls_t FROM STDIN"); err != nil || tag.RowsAffected() != 20000 {
-				t.Fatalf("copy from: %v %v", tag, err)
-			}
-			var out bytes.Buffer
-			if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM tls_t ORDER BY id) TO STDOUT"); err != nil || !bytes.Equal(out.Bytes(), in.Bytes()) {
-				t.Fatalf("copy to: %v (%d vs %d bytes)", err, out.Len(), in.Len())
-			}
+			copyRoundTrip(ctx, t, pc, "tls_t")
 			if n := loopSessions(srv); n != 1 {
 				t.Fatalf("sessions on an event loop after the traffic: %d, want 1", n)
 			}

@@ -278,11 +278,7 @@ func TestUpstreamTLS(t *testing.T) {
 				return
 			}
 			c := connect(t, url)
-			var ssl bool
-			if err := c.QueryRow(context.Background(), "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&ssl); err != nil {
-				t.Fatal(err)
-			}
-			if ssl != tc.wantSSL {
+			if ssl := upstreamSSL(t, c); ssl != tc.wantSSL {
 				t.Fatalf("upstream ssl = %v, want %v", ssl, tc.wantSSL)
 			}
 		})
@@ -846,4 +842,15 @@ func TestNoLeaks(t *testing.T) {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// upstreamSSL reports whether the session's server connection uses TLS, as
+// the server sees it.
+func upstreamSSL(t *testing.T, c *pgx.Conn) bool {
+	t.Helper()
+	var ssl bool
+	if err := c.QueryRow(context.Background(), "SELECT ssl FROM pg_catalog.pg_stat_ssl WHERE pid = pg_catalog.pg_backend_pid()").Scan(&ssl); err != nil {
+		t.Fatal(err)
+	}
+	return ssl
 }
