@@ -82,6 +82,10 @@ type call struct {
 	// once it was complete); Eval is then the chunks forwarded and the
 	// prompt's count is the engine's estimate, not the server's.
 	Cut bool
+	// Open: still streaming when its ask's calls were taken (an answer the
+	// engine stopped using is read to its end in the background); Eval is
+	// the chunks forwarded so far, more than the engine used.
+	Open bool
 }
 
 // recorder forwards to the real Ollama and keeps, per chat request, the
@@ -99,22 +103,32 @@ type recorder struct {
 	// holds them so that a model request is surely open when its cancel
 	// arrives (a small model may answer a call between two others).
 	hold chan struct{}
-	// open counts chat requests not yet ended; take waits for none (an
-	// answer the engine stopped using is still read to its end, and
-	// belongs to the ask that sent it).
-	open  int
+	// epoch counts takes: a call belongs to the ask (the epoch) its
+	// request came in, and one that ends after its ask's calls were taken
+	// is dropped rather than counted for the next ask.
+	epoch int
+	// live are the chat requests not yet ended.
+	live  map[*liveReq]struct{}
 	ended *sync.Cond
+}
+
+// liveReq is a chat request being answered.
+type liveReq struct {
+	epoch, chunks int
+	recorded      bool // its call is added
 }
 
 func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	chat := req.URL.Path == "/api/chat"
+	lr := &liveReq{}
 	if chat {
 		r.mu.Lock()
-		r.open++
+		lr.epoch = r.epoch
+		r.live[lr] = struct{}{}
 		r.mu.Unlock()
 		defer func() {
 			r.mu.Lock()
-			r.open--
+			delete(r.live, lr)
 			r.ended.Broadcast()
 			r.mu.Unlock()
 		}()
@@ -129,7 +143,7 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	resp, err := http.DefaultTransport.RoundTrip(out)
 	if err != nil {
 		if chat && req.Context().Err() != nil {
-			r.add(call{Gone: true})
+			r.add(lr, call{Gone: true})
 		}
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -155,9 +169,9 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Streamed through line by line, as the engine reads it: the engine
 	// may stop using an answer once it is complete, and reads the rest to
 	// its end without using it (it closes only an answer that has not
-	// started, or one that overruns its cap). The answer is recorded when it ends, before the
-	// engine gets its last line, so the ask's figures are all here when it
-	// ends.
+	// started, or one that overruns its cap). The answer is recorded when
+	// it ends, before the engine gets its last line; one still streaming
+	// when its ask ends is taken as open.
 	for k, v := range resp.Header {
 		w.Header()[k] = v
 	}
@@ -171,8 +185,11 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		line := append(sc.Bytes(), '\n')
 		body.Write(line)
 		chunks++
+		r.mu.Lock()
+		lr.chunks = chunks
+		r.mu.Unlock()
 		if bytes.Contains(line, []byte(`"done":true`)) {
-			r.record(body.Bytes(), resp.StatusCode, false)
+			r.record(lr, body.Bytes(), resp.StatusCode)
 			r.keep(reqBody, body.Bytes())
 			recorded = true
 		}
@@ -189,20 +206,16 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !recorded {
 		if resp.StatusCode == http.StatusOK && req.Context().Err() == nil && sc.Err() == nil && chunks > 0 {
 			// The server ended the stream without done (its repeat guard).
-			r.add(call{Cut: true, Eval: chunks})
+			r.add(lr, call{Cut: true, Eval: chunks})
 			return
 		}
 		// The engine stopped reading: a complete answer or one that
 		// repeats itself; it counts the chunks it read, and so does this.
-		r.add(call{Cut: true, Gone: chunks == 0, Eval: chunks})
+		r.add(lr, call{Cut: true, Gone: chunks == 0, Eval: chunks})
 	}
 }
 
-func (r *recorder) record(body []byte, status int, gone bool) {
-	if gone {
-		r.add(call{Gone: true})
-		return
-	}
+func (r *recorder) record(lr *liveReq, body []byte, status int) {
 	// The last line carries the counts.
 	lines := bytes.Split(bytes.TrimSpace(body), []byte("\n"))
 	var last struct {
@@ -210,7 +223,7 @@ func (r *recorder) record(body []byte, status int, gone bool) {
 		EvalCount       int `json:"eval_count"`
 	}
 	if json.Unmarshal(lines[len(lines)-1], &last) == nil && status == http.StatusOK {
-		r.add(call{Prompt: last.PromptEvalCount, Eval: last.EvalCount})
+		r.add(lr, call{Prompt: last.PromptEvalCount, Eval: last.EvalCount})
 	}
 }
 
@@ -260,22 +273,46 @@ func (r *recorder) keep(reqBody, body []byte) {
 	os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d-%04d.json", os.Getpid(), n)), b, 0o644)
 }
 
-func (r *recorder) add(c call) {
+// add records c, the call of lr, for its ask, unless that ask's calls
+// were taken.
+func (r *recorder) add(lr *liveReq, c call) {
 	r.mu.Lock()
-	r.calls = append(r.calls, c)
+	lr.recorded = true
+	if lr.epoch == r.epoch {
+		r.calls = append(r.calls, c)
+	}
 	r.mu.Unlock()
 }
 
-// take returns the calls recorded since the last take, once no chat
-// request is open.
+// take returns the calls of the ask since the last take, those still
+// streaming as open, and starts the next ask's. It does not wait for the
+// server to finish answers the engine stopped using.
 func (r *recorder) take() []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.open > 0 {
+	return r.takeLocked()
+}
+
+// settle is take once no chat request is open: for a test that must see
+// how each request ended.
+func (r *recorder) settle() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.live) > 0 {
 		r.ended.Wait()
 	}
+	return r.takeLocked()
+}
+
+func (r *recorder) takeLocked() []call {
 	out := r.calls
+	for lr := range r.live {
+		if lr.epoch == r.epoch && !lr.recorded {
+			out = append(out, call{Open: true, Cut: true, Eval: lr.chunks})
+		}
+	}
 	r.calls = nil
+	r.epoch++
 	return out
 }
 
@@ -302,7 +339,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	rec := &recorder{target: base.String(), started: make(chan struct{}, 1)}
-	rec.ended = sync.NewCond(&rec.mu)
+	rec.ended, rec.live = sync.NewCond(&rec.mu), map[*liveReq]struct{}{}
 	cats := &catalog.Manager{Connect: func(ctx context.Context, database string) (*pgx.Conn, error) {
 		return cluster.Connect(ctx, database)
 	}}
@@ -478,8 +515,13 @@ func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (
 	if rec == nil {
 		t.Fatal("the proxy reported no ask")
 	}
-	done, cut := 0, false
+	done, cut, open := 0, false, 0
 	for _, c := range calls {
+		if c.Open {
+			// Still streaming: the engine used at most what had come.
+			cut, open = true, open+c.Eval
+			continue
+		}
 		if c.Gone {
 			// The engine counts what it read of a call it gave up, and the
 			// prompt's estimate: not the server's figures.
@@ -505,7 +547,7 @@ func (f *fixture) checkCountsAfter(t *testing.T, calls []call, outcome string) (
 		// the chunks the engine read before it stopped; the server wrote on
 		// into the drain. So: at least a token per answered call, never more
 		// than the server wrote.
-		if rec.Report.LLMCalls < done || rec.Report.CompletionTokens < done || rec.Report.CompletionTokens > completion {
+		if rec.Report.LLMCalls < done || rec.Report.CompletionTokens < done || rec.Report.CompletionTokens > completion+open {
 			t.Errorf("report says %d calls, %d completion tokens; the server answered %d calls with %d",
 				rec.Report.LLMCalls, rec.Report.CompletionTokens, done, completion)
 		}
@@ -670,7 +712,7 @@ func TestRealModelCancel(t *testing.T) {
 		t.Logf("Ollama logged no dropped request (it had answered; the recorder held the answer)")
 	}
 	gone := 0
-	for _, cl := range f.rec.take() {
+	for _, cl := range f.rec.settle() {
 		if cl.Gone {
 			gone++
 		}
