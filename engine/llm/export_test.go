@@ -8,3 +8,6 @@ func SetPoolClock(p *Pool, now func() time.Time) {
 	p.now = now
 	p.mu.Unlock()
 }
+
+// SetDrainLimit changes how long c drains an answer it stopped using.
+func SetDrainLimit(c *OllamaClient, d time.Duration) { c.drainFor = d }

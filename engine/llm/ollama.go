@@ -23,6 +23,9 @@ import (
 type OllamaClient struct {
 	caller
 	api *api.Client
+	// drainFor bounds a drain (streamChat); drainLimit unless a test
+	// sets it.
+	drainFor time.Duration
 }
 
 // caller is what both backends share: the effective configuration and the
@@ -46,7 +49,7 @@ func New(cfg Config) (*OllamaClient, error) {
 		return nil, err
 	}
 	cl.missingHint = pullHint
-	return &OllamaClient{caller: cl, api: api.NewClient(cl.base, cl.cfg.HTTPClient)}, nil
+	return &OllamaClient{caller: cl, api: api.NewClient(cl.base, cl.cfg.HTTPClient), drainFor: drainLimit}, nil
 }
 
 // newCaller fills cfg's defaults and parses its host.
@@ -270,11 +273,11 @@ func (c *OllamaClient) streamChat(ctx context.Context, areq *api.ChatRequest, w 
 		drained  int
 		limit    *time.Timer
 	)
-	// let go ends the caller's interest, under mu.
+	// letGo ends the caller's interest, under mu.
 	letGo := func() {
 		released = true
 		if flowing {
-			limit = time.AfterFunc(drainLimit, stop)
+			limit = time.AfterFunc(c.drainFor, stop)
 		} else {
 			stop()
 		}

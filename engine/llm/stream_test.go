@@ -328,9 +328,12 @@ func TestChatDrainsWhatItStops(t *testing.T) {
 
 // TestChatDrainIsBounded: a server that ignores num_predict and streams
 // without end is drained only a little past the output cap, then closed.
+// The drain's time limit is set beyond the wait's, so only the cap can end
+// it in time.
 func TestChatDrainIsBounded(t *testing.T) {
 	srv := startFake(t, fakeollama.Rule{Name: "endless", Reply: "```sql\nSELECT 1\n```\nmore ", Fault: fakeollama.FaultEndlessVaried})
 	c := newClient(t, srv, nil)
+	llm.SetDrainLimit(c, 10*poll.Bound)
 	req := systemAsk("Write SQL.", "How many users?")
 	req.MaxTokens = 32
 	req.Complete = func(s string) bool { return strings.Contains(s, "SELECT 1\n```") }
