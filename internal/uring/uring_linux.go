@@ -267,7 +267,7 @@ func (r *Ring) Read(fd int, b []byte, userData uint64) error {
 }
 
 // CancelFD queues the cancellation of every started entry on fd; its own
-// completion's Res is how many were found, or -ENOENT. An entry linked
+// completion's Res is how many were found (0: none). An entry linked
 // behind another one is cancelled with the one it waits for.
 func (r *Ring) CancelFD(fd int, userData uint64) error {
 	e, err := r.next()
