@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/nlproxy/nlproxy/internal/uring"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +98,12 @@ type loopSess struct {
 	// drainAfterZ: the ReadyForQuery just parsed leaves a draining session idle.
 	drainAfterZ bool
 	done        chan loopResult
+	// io_uring loops only (evloop_uring_linux.go): each pipe's entries in
+	// the kernel's hands, the cancellations awaited, and the result kept
+	// until nothing of the session is left in flight.
+	chain   [2]uchain
+	cancels int
+	res     loopResult
 }
 
 type loopResult struct {
@@ -123,7 +130,12 @@ type eventLoop struct {
 	srv        *Server
 	idx        int
 	epfd, evfd int
-	sessions   int // assigned and not yet finished (under srv.mu)
+	// ring, when set, does the loop's I/O instead of epoll and read/write
+	// (evloop_uring_linux.go); epfd is then unused.
+	ring     *uring.Ring
+	wake     *[8]byte // the eventfd read's buffer
+	wakeOn   bool     // the ring holds wake
+	sessions int      // assigned and not yet finished (under srv.mu)
 
 	mu      sync.Mutex
 	reqs    []loopReq
@@ -134,11 +146,22 @@ type eventLoop struct {
 	stopping bool
 }
 
-// eventLoops is the Server's set of relay threads (under Server.mu).
+// eventLoops is the Server's set of relay threads (under Server.mu):
+// epoll loops, and io_uring loops for plaintext sessions where
+// Server.RelayLoop asks for them.
 type eventLoops struct {
-	loops []*eventLoop
-	next  int
-	bufs  sync.Pool
+	loops, rings []*eventLoop
+	next         int
+	bufs         sync.Pool
+	// noRing: an io_uring loop could not be set up; epoll from then on.
+	noRing bool
+}
+
+func (el *eventLoops) set(ring bool) *[]*eventLoop {
+	if ring {
+		return &el.rings
+	}
+	return &el.loops
 }
 
 func newEventLoop(srv *Server, idx int) (*eventLoop, error) {
@@ -164,23 +187,44 @@ func newEventLoop(srv *Server, idx int) (*eventLoop, error) {
 // Half the Ps at most (one on two cores): a thread waiting in epoll_wait
 // holds its P in a system call, and the runtime takes such a P away (a
 // context switch each time) unless another one is idle.
-func (srv *Server) loopAcquire() (*eventLoop, error) {
+// ring asks for an io_uring loop; when one cannot be set up the session
+// gets an epoll loop, and so does every later one.
+func (srv *Server) loopAcquire(ring bool) (*eventLoop, error) {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
+	return srv.loopAcquireLocked(ring)
+}
+
+func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 	el := &srv.evloops
+	ring = ring && !el.noRing
+	set := el.set(ring)
 	n := max(1, runtime.GOMAXPROCS(0)/2)
-	for len(el.loops) < n {
-		el.loops = append(el.loops, nil)
+	for len(*set) < n {
+		*set = append(*set, nil)
 	}
 	i := el.next % n
 	el.next++
-	l := el.loops[i]
+	l := (*set)[i]
+	if l == nil && ring {
+		var err error
+		if l, err = startRingLoop(srv, i); err != nil {
+			log := srv.logger().Warn
+			if srv.RelayLoop == RelayAuto {
+				log = srv.logger().Info
+			}
+			log("proxy: io_uring relay loop unavailable, using epoll", zap.Error(err))
+			el.noRing = true
+			return srv.loopAcquireLocked(false)
+		}
+		(*set)[i] = l
+	}
 	if l == nil {
 		var err error
 		if l, err = newEventLoop(srv, i); err != nil {
 			return nil, err
 		}
-		el.loops[i] = l
+		(*set)[i] = l
 		go l.run()
 	}
 	l.sessions++
@@ -202,8 +246,8 @@ func (srv *Server) loopRelease(l *eventLoop) bool {
 
 // loopForgetLocked makes the next session start a new loop in l's place.
 func (srv *Server) loopForgetLocked(l *eventLoop) {
-	if el := &srv.evloops; l.idx < len(el.loops) && el.loops[l.idx] == l {
-		el.loops[l.idx] = nil
+	if set := srv.evloops.set(l.ring != nil); l.idx < len(*set) && (*set)[l.idx] == l {
+		(*set)[l.idx] = nil
 	}
 }
 
@@ -378,7 +422,11 @@ func (l *eventLoop) request(r loopReq) {
 	ls := r.ls
 	switch r.op {
 	case opAdd:
-		l.add(ls)
+		if l.ring != nil {
+			l.addRing(ls)
+		} else {
+			l.add(ls)
+		}
 	case opDrop:
 		if !ls.finished {
 			l.finish(ls, loopDropped, nil)
@@ -564,8 +612,23 @@ func (l *eventLoop) finish(ls *loopSess, kind loopKind, err error) bool {
 		return false
 	}
 	ls.finished = true
+	if l.ring != nil {
+		// The kernel may still hold the session's buffers and sockets:
+		// settle hands it back once their entries are done.
+		ls.res = loopResult{kind: kind, err: err, ls: ls}
+		l.settle(ls)
+		return false
+	}
 	for _, fd := range []int{ls.cfd, ls.ufd} {
 		_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+	l.deliver(ls, loopResult{kind: kind, err: err, ls: ls})
+	return false
+}
+
+// deliver gives a finished session back to its goroutine.
+func (l *eventLoop) deliver(ls *loopSess, res loopResult) {
+	for _, fd := range []int{ls.cfd, ls.ufd} {
 		if fd < len(l.byFd) && l.byFd[fd] == ls {
 			l.byFd[fd] = nil
 		}
@@ -573,14 +636,13 @@ func (l *eventLoop) finish(ls *loopSess, kind loopKind, err error) bool {
 	// Released before the session hears of it, so that anything the session
 	// then does (an answer to the client) comes after the loop let it go.
 	last := l.srv.loopRelease(l)
-	ls.done <- loopResult{kind: kind, err: err, ls: ls}
+	ls.done <- res
 	if last {
 		l.stopping = true
 		l.mu.Lock()
 		l.stopped = true
 		l.mu.Unlock()
 	}
-	return false
 }
 
 // parse walks side's unparsed bytes message by message, doing what the
@@ -784,7 +846,9 @@ func (s *session) loopRelay() bool {
 		restore()
 		return true
 	}
-	cfd, ufd, l, err := s.loopTake(client, upSock)
+	// io_uring carries plaintext sessions only; TLS ones stay on epoll.
+	ring := s.srv.RelayLoop.ring() && tlsSides == [2]*loopTLS{}
+	cfd, ufd, l, err := s.loopTake(client, upSock, ring)
 	if err != nil {
 		restore()
 		return true
@@ -853,9 +917,10 @@ func (s *session) loopSides(up net.Conn) (sides [2]*loopTLS, upSock net.Conn, re
 	return sides, upSock, func() { s.sh.setUpstream(up) }, true
 }
 
-// loopTake duplicates both sockets for a loop and takes one; on an error
+// loopTake duplicates both sockets for a loop (an io_uring one if ring
+// and available) and takes one; on an error
 // nothing is kept.
-func (s *session) loopTake(client, upSock net.Conn) (cfd, ufd int, l *eventLoop, err error) {
+func (s *session) loopTake(client, upSock net.Conn, ring bool) (cfd, ufd int, l *eventLoop, err error) {
 	if cfd, err = dupFD(client); err != nil {
 		return -1, -1, nil, err
 	}
@@ -863,7 +928,7 @@ func (s *session) loopTake(client, upSock net.Conn) (cfd, ufd int, l *eventLoop,
 		unix.Close(cfd)
 		return -1, -1, nil, err
 	}
-	if l, err = s.srv.loopAcquire(); err != nil {
+	if l, err = s.srv.loopAcquire(ring); err != nil {
 		unix.Close(cfd)
 		unix.Close(ufd)
 		return -1, -1, nil, err

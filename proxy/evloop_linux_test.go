@@ -14,12 +14,41 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/poll"
 )
 
+// relayKind is one way the proxy relays a plaintext session.
+type relayKind struct {
+	name       string
+	goroutines bool
+	loop       RelayLoop
+}
+
+// relayKinds are the relays the relay tests run through: the epoll loop
+// (first: the others are compared with it), the io_uring loop, goroutines.
+func relayKinds() []relayKind {
+	return []relayKind{{"event-loop", false, RelayEpoll}, {"io_uring", false, RelayIOUring}, {"goroutines", true, RelayEpoll}}
+}
+
+// onRing fails the test unless srv's sessions on a loop are on io_uring
+// loops, skipping it where the kernel refuses io_uring.
+func onRing(t *testing.T, srv *Server) {
+	t.Helper()
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.evloops.noRing {
+		t.Skip("io_uring unavailable here")
+	}
+	for _, l := range srv.evloops.loops {
+		if l != nil && l.sessions > 0 {
+			t.Fatalf("%d sessions on an epoll loop, want io_uring", l.sessions)
+		}
+	}
+}
+
 // loopSessions counts the sessions an event loop relays now.
 func loopSessions(srv *Server) int {
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	n := 0
-	for _, l := range srv.evloops.loops {
+	for _, l := range append(srv.evloops.loops, srv.evloops.rings...) {
 		if l != nil {
 			n += l.sessions
 		}
@@ -34,12 +63,12 @@ func loopSessions(srv *Server) int {
 // the loop hands the session to the goroutine relay mid-batch.
 func TestRelayPaths(t *testing.T) {
 	needPG(t)
-	for _, goroutines := range []bool{false, true} {
-		name := map[bool]string{false: "event-loop", true: "goroutines"}[goroutines]
-		t.Run(name, func(t *testing.T) {
+	for _, k := range relayKinds() {
+		goroutines := k.goroutines
+		t.Run(k.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			srv, addr := trustServer(t, &Server{GoroutineRelay: goroutines})
+			srv, addr := trustServer(t, &Server{GoroutineRelay: goroutines, RelayLoop: k.loop})
 			c := connect(t, trustURL(addr))
 			pc := c.PgConn()
 			if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
@@ -51,6 +80,9 @@ func TestRelayPaths(t *testing.T) {
 			}
 			if n := loopSessions(srv); n != want {
 				t.Fatalf("sessions on an event loop: %d, want %d", n, want)
+			}
+			if k.loop == RelayIOUring {
+				onRing(t, srv)
 			}
 
 			rr := pc.ExecParams(ctx, "SELECT g, repeat('x', 500) FROM generate_series(1, 100000) g", nil, nil, nil, nil)
@@ -114,8 +146,8 @@ func TestStatementBeforeTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE "+table) })
-	for i, goroutines := range []bool{false, true} {
-		_, addr := trustServer(t, &Server{GoroutineRelay: goroutines})
+	for i, k := range relayKinds() {
+		_, addr := trustServer(t, &Server{GoroutineRelay: k.goroutines, RelayLoop: k.loop})
 		c := connect(t, trustURL(addr))
 		msg := queryMsg(fmt.Sprintf("INSERT INTO %s VALUES (%d)", table, i))
 		if _, err := c.PgConn().Conn().Write(append(msg, terminateMsg...)); err != nil {
@@ -138,34 +170,36 @@ func TestEventLoopHandsOffEveryAskForm(t *testing.T) {
 	needPG(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, addr := trustServer(t, &Server{AskFuncs: pgQueryAskFuncs{}})
-	for _, tc := range []struct {
-		name, sql string
-		extended  bool
-	}{
-		{"table function in a Query", "SELECT n FROM (SELECT * FROM nlproxy.ask('how many')) q LIMIT 10", false},
-		{"table function in a Parse", "SELECT * FROM nlproxy.ask('how many')", true},
-		{"ask after transaction control", "BEGIN;/* ask: how many */", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := connect(t, trustURL(addr))
-			if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
-				t.Fatalf("SELECT: %d", got)
-			}
-			before := loopSessions(srv)
-			var err error
-			if tc.extended {
-				_, err = c.PgConn().ExecParams(ctx, tc.sql, nil, nil, nil, nil).Close()
-			} else {
-				_, err = c.PgConn().Exec(ctx, tc.sql).ReadAll()
-			}
-			if err == nil || pgCode(err) == "42601" || pgCode(err) == "42883" {
-				t.Fatalf("%q reached the server as plain SQL (%v)", tc.sql, err)
-			}
-			if n := loopSessions(srv); n != before-1 {
-				t.Fatalf("sessions on an event loop: %d, want %d", n, before-1)
-			}
-		})
+	for _, k := range relayKinds()[:2] {
+		srv, addr := trustServer(t, &Server{AskFuncs: pgQueryAskFuncs{}, RelayLoop: k.loop})
+		for _, tc := range []struct {
+			name, sql string
+			extended  bool
+		}{
+			{"table function in a Query", "SELECT n FROM (SELECT * FROM nlproxy.ask('how many')) q LIMIT 10", false},
+			{"table function in a Parse", "SELECT * FROM nlproxy.ask('how many')", true},
+			{"ask after transaction control", "BEGIN;/* ask: how many */", false},
+		} {
+			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
+				c := connect(t, trustURL(addr))
+				if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
+					t.Fatalf("SELECT: %d", got)
+				}
+				before := loopSessions(srv)
+				var err error
+				if tc.extended {
+					_, err = c.PgConn().ExecParams(ctx, tc.sql, nil, nil, nil, nil).Close()
+				} else {
+					_, err = c.PgConn().Exec(ctx, tc.sql).ReadAll()
+				}
+				if err == nil || pgCode(err) == "42601" || pgCode(err) == "42883" {
+					t.Fatalf("%q reached the server as plain SQL (%v)", tc.sql, err)
+				}
+				if n := loopSessions(srv); n != before-1 {
+					t.Fatalf("sessions on an event loop: %d, want %d", n, before-1)
+				}
+			})
+		}
 	}
 }
 

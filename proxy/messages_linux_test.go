@@ -104,17 +104,18 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 		goroutines bool
 		tracked    bool
 		tls        bool // TLS both ways (evloop_tls_linux.go)
+		loop       RelayLoop
 	}
 	results := map[string]*transitions{}
-	modes := []mode{{"event-loop", false, false, false}, {"goroutines", true, false, false}, {"tracked", false, true, false},
-		{"event-loop-TLS", false, false, true}, {"goroutines-TLS", true, false, true}}
+	modes := []mode{{"event-loop", false, false, false, RelayEpoll}, {"goroutines", true, false, false, ""}, {"tracked", false, true, false, ""},
+		{"event-loop-TLS", false, false, true, ""}, {"goroutines-TLS", true, false, true, ""}, {"io_uring", false, false, false, RelayIOUring}}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rec := &transitions{}
 			results[m.name] = rec
-			srv := &Server{GoroutineRelay: m.goroutines, Translator: &scriptTranslator{}, OnDDL: func(string, string) {}}
+			srv := &Server{GoroutineRelay: m.goroutines, RelayLoop: m.loop, Translator: &scriptTranslator{}, OnDDL: func(string, string) {}}
 			srv.stateHook = rec.hook
 			var c *pgx.Conn
 			if m.tls {
@@ -151,6 +152,9 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 			case !m.goroutines:
 				if n := loopSessions(srv); n != 1 {
 					t.Fatalf("sessions on an event loop: %d, want 1", n)
+				}
+				if m.loop == RelayIOUring {
+					onRing(t, srv)
 				}
 			}
 			if err := pc.Close(ctx); err != nil {

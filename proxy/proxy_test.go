@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -25,6 +26,11 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap/zaptest"
 )
+
+// relayLoopFlag runs every test's proxy with that kind of event loop
+// unless the test picks one (go test ./proxy -relay-loop=io_uring); the
+// relay tests run each kind anyway.
+var relayLoopFlag = flag.String("relay-loop", string(RelayEpoll), "the event loops' I/O: epoll, io_uring or auto")
 
 // Clusters shared by the tests of this package, started once by the first
 // test that needs them (needPG; each takes ~1-2 s), so the fuzz targets that
@@ -73,6 +79,9 @@ func needPG(t *testing.T) {
 // closed (and Serve's result checked) when the test ends.
 func serve(t *testing.T, srv *Server) string {
 	t.Helper()
+	if srv.RelayLoop == "" {
+		srv.RelayLoop = RelayLoop(*relayLoopFlag)
+	}
 	if srv.Logger == nil {
 		srv.Logger = zaptest.NewLogger(t)
 	}

@@ -84,6 +84,11 @@ type Server struct {
 	// plaintext or TLS, are relayed by event loops (evloop_linux.go,
 	// evloop_tls_linux.go) until an ask.
 	GoroutineRelay bool
+	// RelayLoop chooses how the event loops do their I/O (Linux): epoll
+	// and read/write (the default), or io_uring for plaintext sessions,
+	// falling back to epoll where the kernel refuses it
+	// (evloop_uring_linux.go).
+	RelayLoop RelayLoop
 	// Observer, when set, sees the plain statements relayed (observe.go).
 	Observer StatementObserver
 
@@ -105,6 +110,19 @@ type Server struct {
 	// that direction.
 	stateHook func(s *session, client bool, typ byte, after bool)
 }
+
+// RelayLoop is the event loops' kind of I/O.
+type RelayLoop string
+
+// The kinds: auto is io_uring where the kernel has it, else epoll.
+const (
+	RelayEpoll   RelayLoop = "epoll"
+	RelayIOUring RelayLoop = "io_uring"
+	RelayAuto    RelayLoop = "auto"
+)
+
+// ring reports whether the loops should try io_uring.
+func (k RelayLoop) ring() bool { return k == RelayIOUring || k == RelayAuto }
 
 func (s *Server) logger() *zap.Logger {
 	if s.Logger == nil {
