@@ -41,6 +41,7 @@ type Config struct {
 	MaxMessageSize           int
 	ShutdownTimeout          Duration
 	GoroutineRelay           bool
+	RelayLoop                string
 
 	LogLevel  string
 	LogFormat string
@@ -346,6 +347,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxConns < 0 || c.MaxMessageSize < 0 {
 		errs = append(errs, errors.New("max-conns and max-message-size must not be negative"))
+	}
+	switch c.RelayLoop {
+	case "epoll", "io_uring", "auto": // proxy.RelayLoop's
+
+	default:
+		errs = append(errs, fmt.Errorf("relay-loop %q: want epoll, io_uring or auto", c.RelayLoop))
 	}
 	switch c.LogFormat {
 	case "console", "json":

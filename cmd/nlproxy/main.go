@@ -244,6 +244,7 @@ func newServer(cfg Config, logger *zap.Logger) (*proxy.Server, error) {
 		IdleInTransactionTimeout: time.Duration(cfg.IdleInTransactionTimeout),
 		MaxMessageSize:           cfg.MaxMessageSize,
 		GoroutineRelay:           cfg.GoroutineRelay,
+		RelayLoop:                proxy.RelayLoop(cfg.RelayLoop),
 		Logger:                   logger,
 		// The relay parses no SQL: the table-function form is read by the
 		// router's parser, with or without an engine.
