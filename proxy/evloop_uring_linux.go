@@ -74,9 +74,10 @@ func startRingLoop(srv *Server, idx int) (*eventLoop, error) {
 	l := &eventLoop{srv: srv, idx: idx, epfd: -1, evfd: evfd, wake: new([8]byte)}
 	ready := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with the goroutine, and with it
-		// whatever the kernel tied to it.
+		// The ring is this thread's while it lives (stopRing closes it);
+		// the thread then goes back to the runtime's pool.
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		r, err := uring.New(ringEntries)
 		ready <- err
 		if err != nil {

@@ -47,6 +47,8 @@ var Rules = []Rule{
 		Why: "the one SQL scanner (relay, guard, extractor) is pure Go and depends on nothing, so the cgo-free relay can use it"},
 	{From: "internal/ownconn", Deny: []string{"..."},
 		Why: "how the proxy runs its own connections is one leaf that the catalog, the workload reader, ask(all) and the store all import"},
+	{From: "internal/uring", Deny: []string{"..."},
+		Why: "the relay loop's io_uring is system calls and nothing of the project's (cgo-free, like the relay)"},
 	{From: "internal/...", Deny: []string{"proxy/...", "engine/...", "router/...", "cmd/...", "catalog/...", "guard/...", "workload/...", "mcpserver/..."},
 		Why: "internal/ is the shared vocabulary at the bottom"},
 }

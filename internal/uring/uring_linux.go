@@ -36,6 +36,7 @@ const (
 
 // Setup flags and features used.
 const (
+	setupCQSize       = 1 << 3
 	setupSingleIssuer = 1 << 12
 	setupDeferTaskrun = 1 << 13
 
@@ -77,7 +78,7 @@ type params struct {
 
 type sqOffsets struct {
 	head, tail, ringMask, ringEntries, flags, dropped, array, resv1 uint32
-	userAddr                                                       uint64
+	userAddr                                                        uint64
 }
 
 type cqOffsets struct {
@@ -146,7 +147,10 @@ var ErrUnsupported = errors.New("io_uring: kernel lacks a needed feature")
 // one to use it. An error wraps the system call's (EPERM or ENOSYS where
 // io_uring is disabled, EINVAL where the flags are unknown).
 func New(entries uint32) (*Ring, error) {
-	p := params{flags: setupSingleIssuer | setupDeferTaskrun}
+	// A completion ring eight times the submission ring: a loop's sessions
+	// have up to two receives each in flight, and completions beyond the
+	// ring wait in the kernel (IORING_FEAT_NODROP) until it has room.
+	p := params{flags: setupCQSize | setupSingleIssuer | setupDeferTaskrun, cqEntries: 8 * entries}
 	fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if e != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", e)
@@ -304,15 +308,17 @@ func (r *Ring) CancelUserData(target, userData uint64) error {
 func (r *Ring) Wait(hotMS int) error {
 	if hotMS > 0 {
 		n, err := r.enter(1, hotMS, true)
-		if err == nil || n > 0 || r.Ready() {
-			return nil
+		if err == nil || n > 0 || r.Ready() || errors.Is(err, unix.EBUSY) {
+			return nil // EBUSY: completions wait in the kernel; read ours first
 		}
 		if !errors.Is(err, unix.ETIME) {
 			return err
 		}
 	}
-	_, err := r.enter(1, -1, false)
-	return err
+	if _, err := r.enter(1, -1, false); err != nil && !errors.Is(err, unix.EBUSY) {
+		return err
+	}
+	return nil
 }
 
 // enter publishes queued entries and calls io_uring_enter. timeoutMS < 0
