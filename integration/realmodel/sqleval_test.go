@@ -16,9 +16,8 @@ import (
 
 const (
 	// sqlEvalDB is the sql-eval database the profile run asks about (its
-	// questions are the first sqlEvalQuestions of questions.csv for it).
-	sqlEvalDB        = "restaurants"
-	sqlEvalQuestions = 8
+	// questions are the first of questions.csv for it).
+	sqlEvalDB = "restaurants"
 	// sqlEvalBudget bounds each of those asks: 24 asks must add minutes,
 	// not tens of minutes, to CI. A real model that does not finish in it
 	// must end the ask in 57014 with the session usable — the machinery
@@ -53,7 +52,7 @@ func (f *fixture) loadSQLEval(t *testing.T, dbs ...string) []dataset.Question {
 	return ds.Questions
 }
 
-// TestRealModelSQLEval asks eight sql-eval questions in each profile
+// TestRealModelSQLEval asks sql-eval questions in each profile
 // with a short budget, then one across two databases (ask(all)): each ends
 // in rows or a clean SQLSTATE, the session stays usable, every prompt fits
 // num_ctx and, for asks the budget did not cut off, the calls and tokens
@@ -61,16 +60,26 @@ func (f *fixture) loadSQLEval(t *testing.T, dbs ...string) []dataset.Question {
 func TestRealModelSQLEval(t *testing.T) {
 	f := newFixture(t)
 	qs := f.loadSQLEval(t, sqlEvalDB)
-	if len(qs) < sqlEvalQuestions {
-		t.Fatalf("%d questions for %s, want at least %d", len(qs), sqlEvalDB, sqlEvalQuestions)
+	// How many questions each profile asks. In balanced and max the 5 s
+	// budget (scaled to 10 s and 20 s) ends every ask of this model in 57014
+	// even on a quiet machine (8 of 8 each, 199 s together): three show the
+	// budget kept and the session usable; five more only add their budgets
+	// to the suite's CI time.
+	profiles := []struct {
+		name      string
+		questions int
+	}{{"fast", 8}, {"balanced", 3}, {"max", 3}}
+	if len(qs) < profiles[0].questions {
+		t.Fatalf("%d questions for %s, want at least %d", len(qs), sqlEvalDB, profiles[0].questions)
 	}
-	qs = qs[:sqlEvalQuestions]
 	c := f.connectTo(t, f.proxyWith(t, f.recURL(t), "", sqlEvalBudget), sqlEvalDB)
 	run := time.Now().UnixNano()
-	for _, profile := range []string{"fast", "balanced", "max"} {
+	for _, pr := range profiles {
+		profile := pr.name
 		t.Run(profile, func(t *testing.T) {
 			outcomes := map[string]int{}
 			calls, prompt, completion := 0, 0, 0
+			qs := qs[:pr.questions]
 			for i, q := range qs {
 				// Hang guard only: the budget is the engine's to keep.
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
