@@ -330,6 +330,14 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// forLoops runs a test once per kind of event loop (on Linux: epoll and
+// io_uring; elsewhere both are the goroutine relay).
+func forLoops(t *testing.T, f func(*testing.T, RelayLoop)) {
+	for _, k := range []RelayLoop{RelayEpoll, RelayIOUring} {
+		t.Run(string(k), func(t *testing.T) { f(t, k) })
+	}
+}
+
 func trustServer(t *testing.T, srv *Server) (*Server, string) {
 	t.Helper()
 	if srv == nil {
@@ -486,10 +494,12 @@ func TestListenNotify(t *testing.T) {
 	}
 }
 
-func TestCancel(t *testing.T) {
+func TestCancel(t *testing.T) { forLoops(t, testCancel) }
+
+func testCancel(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	_, addr := trustServer(t, nil)
+	_, addr := trustServer(t, &Server{RelayLoop: loop})
 	c := connect(t, trustURL(addr))
 	pid := c.PgConn().PID()
 	direct := connectDirect(t, trustPG)
@@ -685,10 +695,12 @@ func TestIdleTimeouts(t *testing.T) {
 	}
 }
 
-func TestGracefulShutdown(t *testing.T) {
+func TestGracefulShutdown(t *testing.T) { forLoops(t, testGracefulShutdown) }
+
+func testGracefulShutdown(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	srv, addr := trustServer(t, nil)
+	srv, addr := trustServer(t, &Server{RelayLoop: loop})
 	idle := connect(t, trustURL(addr))
 	busy := connect(t, trustURL(addr))
 	if _, err := busy.Exec(ctx, "BEGIN"); err != nil {
@@ -732,10 +744,12 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-func TestShutdownDeadline(t *testing.T) {
+func TestShutdownDeadline(t *testing.T) { forLoops(t, testShutdownDeadline) }
+
+func testShutdownDeadline(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	srv, addr := trustServer(t, nil)
+	srv, addr := trustServer(t, &Server{RelayLoop: loop})
 	busy := connect(t, trustURL(addr))
 	if _, err := busy.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
@@ -750,10 +764,12 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 }
 
-func TestUpstreamGone(t *testing.T) {
+func TestUpstreamGone(t *testing.T) { forLoops(t, testUpstreamGone) }
+
+func testUpstreamGone(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	_, addr := trustServer(t, nil)
+	_, addr := trustServer(t, &Server{RelayLoop: loop})
 	c := connect(t, trustURL(addr))
 	var pid int
 	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
