@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nlproxy/nlproxy/proxy"
 )
 
 func TestLoadConfigPrecedence(t *testing.T) {
@@ -105,7 +109,7 @@ engine:
 			name: "defaults plus one flag upstream",
 			args: []string{"--upstream", "postgres://u@h:5432/d"},
 			check: func(t *testing.T, c Config) {
-				if c.Listen != "127.0.0.1:6432" || c.MaxConns != 1000 || c.MaxMessageSize != 64<<20 {
+				if c.Listen != "127.0.0.1:6432" || c.MaxConns != 1000 || c.MaxMessageSize != 64<<20 || c.RelayLoop != "epoll" {
 					t.Errorf("defaults not applied: %+v", c)
 				}
 				want := []UpstreamEntry{{URL: "postgres://u@h:5432/d"}}
@@ -201,6 +205,16 @@ engine:
 		{name: "bad env int", args: []string{"--upstream", "postgres://a/x"}, env: map[string]string{"NLPROXY_MAX_CONNS": "many"}, wantErr: "NLPROXY_MAX_CONNS"},
 		{name: "unknown yaml key", args: []string{"--config", badYAML}, wantErr: "listen_adress"},
 		{name: "bad log format", args: []string{"--upstream", "postgres://a/x", "--log-format", "xml"}, wantErr: "log-format"},
+		{name: "io_uring relay loop", args: []string{"--upstream", "postgres://a/x", "--relay-loop", "io_uring"}, check: func(t *testing.T, c Config) {
+			srv, err := newServer(c, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if srv.RelayLoop != proxy.RelayIOUring {
+				t.Errorf("relay loop %q, want io_uring", srv.RelayLoop)
+			}
+		}},
+		{name: "unknown relay loop", args: []string{"--upstream", "postgres://a/x", "--relay-loop", "kqueue"}, wantErr: `relay-loop "kqueue"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
