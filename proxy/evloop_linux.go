@@ -5,6 +5,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -155,6 +156,8 @@ type eventLoops struct {
 	bufs         sync.Pool
 	// noRing: an io_uring loop could not be set up; epoll from then on.
 	noRing bool
+	// ringSize, when set, replaces ringEntries (a test makes setup fail).
+	ringSize uint32
 }
 
 func (el *eventLoops) set(ring bool) *[]*eventLoop {
@@ -208,7 +211,7 @@ func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 	l := (*set)[i]
 	if l == nil && ring {
 		var err error
-		if l, err = startRingLoop(srv, i); err != nil {
+		if l, err = startRingLoop(srv, i, cmp.Or(el.ringSize, ringEntries)); err != nil {
 			log := srv.logger().Warn
 			if srv.RelayLoop == RelayAuto {
 				log = srv.logger().Info

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nlproxy/nlproxy/testkit/poll"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // relayKind is one way the proxy relays a plaintext session.
@@ -40,6 +42,41 @@ func onRing(t *testing.T, srv *Server) {
 		if l != nil && l.sessions > 0 {
 			t.Fatalf("%d sessions on an epoll loop, want io_uring", l.sessions)
 		}
+	}
+}
+
+// TestRingFallback: where the kernel refuses an io_uring (here: a ring
+// size it rejects), the proxy says so once and relays on epoll loops.
+func TestRingFallback(t *testing.T) {
+	needPG(t)
+	core, logs := observer.New(zap.InfoLevel)
+	srv := &Server{RelayLoop: RelayIOUring, Logger: zap.New(core)}
+	srv.evloops.ringSize = 1 << 20 // above IORING_MAX_ENTRIES: EINVAL
+	srv, addr := trustServer(t, srv)
+	for range 2 {
+		c := connect(t, trustURL(addr))
+		if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
+			t.Fatalf("SELECT: %d", got)
+		}
+	}
+	srv.mu.Lock()
+	epoll, rings, noRing := 0, 0, srv.evloops.noRing
+	for _, l := range srv.evloops.loops {
+		if l != nil {
+			epoll += l.sessions
+		}
+	}
+	for _, l := range srv.evloops.rings {
+		if l != nil {
+			rings += l.sessions
+		}
+	}
+	srv.mu.Unlock()
+	if !noRing || epoll != 2 || rings != 0 {
+		t.Fatalf("noRing %v, sessions on epoll %d and io_uring %d loops; want the fallback, 2 and 0", noRing, epoll, rings)
+	}
+	if n := logs.FilterMessage("proxy: io_uring relay loop unavailable, using epoll").Len(); n != 1 {
+		t.Fatalf("%d fallback log lines, want 1", n)
 	}
 }
 

@@ -66,7 +66,7 @@ const ringEntries = 256
 
 // startRingLoop starts an io_uring loop's goroutine, which sets its ring
 // up on its own locked thread; the error is the setup's.
-func startRingLoop(srv *Server, idx int) (*eventLoop, error) {
+func startRingLoop(srv *Server, idx int, entries uint32) (*eventLoop, error) {
 	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // blocking: the ring's read waits on it
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func startRingLoop(srv *Server, idx int) (*eventLoop, error) {
 		// the thread then goes back to the runtime's pool.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		r, err := uring.New(ringEntries)
+		r, err := uring.New(entries)
 		ready <- err
 		if err != nil {
 			return
