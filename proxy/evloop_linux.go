@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -142,6 +143,8 @@ type eventLoop struct {
 	reqs    []loopReq
 	stopped bool
 
+	maxLoops int // loops of one kind at most (loopAcquire); set before it runs
+
 	// loop goroutine only:
 	byFd     []*loopSess
 	stopping bool
@@ -158,6 +161,8 @@ type eventLoops struct {
 	noRing bool
 	// ringSize, when set, replaces ringEntries (a test makes setup fail).
 	ringSize uint32
+	// live counts the running loops of both kinds (see hotWait).
+	live atomic.Int32
 }
 
 func (el *eventLoops) set(ring bool) *[]*eventLoop {
@@ -211,7 +216,7 @@ func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 	l := (*set)[i]
 	if l == nil && ring {
 		var err error
-		if l, err = startRingLoop(srv, i, cmp.Or(el.ringSize, ringEntries)); err != nil {
+		if l, err = startRingLoop(srv, i, n, cmp.Or(el.ringSize, ringEntries)); err != nil {
 			log := srv.logger().Warn
 			if srv.RelayLoop == RelayAuto {
 				log = srv.logger().Info
@@ -221,6 +226,7 @@ func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 			return srv.loopAcquireLocked(false)
 		}
 		(*set)[i] = l
+		el.live.Add(1)
 	}
 	if l == nil {
 		var err error
@@ -228,6 +234,8 @@ func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 			return nil, err
 		}
 		(*set)[i] = l
+		l.maxLoops = n
+		el.live.Add(1)
 		go l.run()
 	}
 	l.sessions++
@@ -251,6 +259,7 @@ func (srv *Server) loopRelease(l *eventLoop) bool {
 func (srv *Server) loopForgetLocked(l *eventLoop) {
 	if set := srv.evloops.set(l.ring != nil); l.idx < len(*set) && (*set)[l.idx] == l {
 		(*set)[l.idx] = nil
+		srv.evloops.live.Add(-1)
 	}
 }
 
@@ -289,7 +298,7 @@ func (l *eventLoop) run() {
 	hot := hotWaitMS()
 	var reqs []loopReq
 	for !l.stopping {
-		n, err := l.wait(events, hot)
+		n, err := l.wait(events, l.hotWait(hot))
 		if err != nil {
 			l.fail(err)
 			break
@@ -304,7 +313,11 @@ func (l *eventLoop) run() {
 // wait waits for events, hot first (see epollWaitHot), then releasing the
 // P; an interrupted wait returns no events.
 func (l *eventLoop) wait(events []unix.EpollEvent, hot int) (int, error) {
-	n, err := epollWaitHot(l.epfd, events, hot)
+	var n int
+	var err error
+	if hot > 0 {
+		n, err = epollWaitHot(l.epfd, events, hot)
+	}
 	if n == 0 && err == nil {
 		n, err = unix.EpollWait(l.epfd, events, -1)
 	}
@@ -380,6 +393,17 @@ func hotWaitMS() int {
 		return 1
 	}
 	return 10
+}
+
+// hotWait is the loop's hot wait now: ms, or none while the loops of both
+// kinds together (a server relaying TLS sessions on epoll loops and
+// plaintext ones on io_uring loops) are more than half the Ps, so that
+// hot waits never hold every P.
+func (l *eventLoop) hotWait(ms int) int {
+	if int(l.srv.evloops.live.Load()) > l.maxLoops {
+		return 0
+	}
+	return ms
 }
 
 // epollWaitHot waits for events at most msec without telling the scheduler

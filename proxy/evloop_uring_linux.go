@@ -66,12 +66,12 @@ const ringEntries = 256
 
 // startRingLoop starts an io_uring loop's goroutine, which sets its ring
 // up on its own locked thread; the error is the setup's.
-func startRingLoop(srv *Server, idx int, entries uint32) (*eventLoop, error) {
+func startRingLoop(srv *Server, idx, maxLoops int, entries uint32) (*eventLoop, error) {
 	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC) // blocking: the ring's read waits on it
 	if err != nil {
 		return nil, err
 	}
-	l := &eventLoop{srv: srv, idx: idx, epfd: -1, evfd: evfd, wake: new([8]byte)}
+	l := &eventLoop{srv: srv, idx: idx, maxLoops: maxLoops, epfd: -1, evfd: evfd, wake: new([8]byte)}
 	ready := make(chan error, 1)
 	go func() {
 		// The ring is this thread's while it lives (stopRing closes it);
@@ -79,11 +79,12 @@ func startRingLoop(srv *Server, idx int, entries uint32) (*eventLoop, error) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		r, err := uring.New(entries)
-		ready <- err
 		if err != nil {
+			ready <- err
 			return
 		}
-		l.ring = r
+		l.ring = r // before the caller hears: it reads l.ring after
+		ready <- nil
 		l.runRing()
 	}()
 	if err := <-ready; err != nil {
@@ -98,7 +99,7 @@ func (l *eventLoop) runRing() {
 	complete := l.complete
 	l.armWake()
 	for !l.stopping {
-		if err := l.ring.Wait(hot); err != nil && !errors.Is(err, unix.EINTR) {
+		if err := l.ring.Wait(l.hotWait(hot)); err != nil && !errors.Is(err, unix.EINTR) {
 			l.failRing(err)
 			break
 		}
