@@ -218,7 +218,7 @@ func (srv *Server) loopAcquireLocked(ring bool) (*eventLoop, error) {
 		var err error
 		if l, err = startRingLoop(srv, i, n, cmp.Or(el.ringSize, ringEntries)); err != nil {
 			log := srv.logger().Warn
-			if srv.RelayLoop == RelayAuto {
+			if srv.RelayLoop != RelayIOUring { // asked for by name: a warning
 				log = srv.logger().Info
 			}
 			log("proxy: io_uring relay loop unavailable, using epoll", zap.Error(err))

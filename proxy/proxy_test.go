@@ -29,7 +29,9 @@ import (
 
 // relayLoopFlag runs every test's proxy with that kind of event loop
 // unless the test picks one (go test ./proxy -relay-loop=io_uring); the
-// relay tests run each kind anyway.
+// relay tests run each kind anyway. Epoll here, though a Server's zero
+// value is auto: this package keeps the fallback (and TLS's loop) under
+// every test, and the suites of the other packages run io_uring.
 var relayLoopFlag = flag.String("relay-loop", string(RelayEpoll), "the event loops' I/O: epoll, io_uring or auto")
 
 // Clusters shared by the tests of this package, started once by the first

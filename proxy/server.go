@@ -85,9 +85,10 @@ type Server struct {
 	// evloop_tls_linux.go) until an ask.
 	GoroutineRelay bool
 	// RelayLoop chooses how the event loops do their I/O (Linux): epoll
-	// and read/write (the default), or io_uring for plaintext sessions,
-	// falling back to epoll where the kernel refuses it
-	// (evloop_uring_linux.go).
+	// and read/write, or io_uring for plaintext sessions, falling back to
+	// epoll where the kernel refuses it (evloop_uring_linux.go). Zero is
+	// RelayAuto: io_uring where the kernel has it (it costs less CPU per
+	// transaction from 8 clients on, the same at one; docs/benchmarks.md).
 	RelayLoop RelayLoop
 	// Observer, when set, sees the plain statements relayed (observe.go).
 	Observer StatementObserver
@@ -114,7 +115,7 @@ type Server struct {
 // RelayLoop is the event loops' kind of I/O.
 type RelayLoop string
 
-// The kinds: auto is io_uring where the kernel has it, else epoll.
+// The kinds: auto (and "") is io_uring where the kernel has it, else epoll.
 const (
 	RelayEpoll   RelayLoop = "epoll"
 	RelayIOUring RelayLoop = "io_uring"
@@ -122,7 +123,7 @@ const (
 )
 
 // ring reports whether the loops should try io_uring.
-func (k RelayLoop) ring() bool { return k == RelayIOUring || k == RelayAuto }
+func (k RelayLoop) ring() bool { return k != RelayEpoll }
 
 func (s *Server) logger() *zap.Logger {
 	if s.Logger == nil {

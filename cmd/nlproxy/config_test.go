@@ -109,7 +109,7 @@ engine:
 			name: "defaults plus one flag upstream",
 			args: []string{"--upstream", "postgres://u@h:5432/d"},
 			check: func(t *testing.T, c Config) {
-				if c.Listen != "127.0.0.1:6432" || c.MaxConns != 1000 || c.MaxMessageSize != 64<<20 || c.RelayLoop != "epoll" {
+				if c.Listen != "127.0.0.1:6432" || c.MaxConns != 1000 || c.MaxMessageSize != 64<<20 || c.RelayLoop != "auto" {
 					t.Errorf("defaults not applied: %+v", c)
 				}
 				want := []UpstreamEntry{{URL: "postgres://u@h:5432/d"}}

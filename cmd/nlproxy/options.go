@@ -112,7 +112,7 @@ func options() []option {
 		{Flag: "goroutine-relay", Env: env("GOROUTINE_RELAY"), YAML: "goroutine_relay",
 			Help:  "relay every session with goroutines on Go's netpoller instead of the event loop that serves sessions (plaintext or TLS) without idle timeouts on Linux (docs/benchmarks.md, Relay)",
 			Field: func(c *Config) any { return &c.GoroutineRelay }},
-		{Flag: "relay-loop", Env: env("RELAY_LOOP"), YAML: "relay_loop", Default: string(proxy.RelayEpoll),
+		{Flag: "relay-loop", Env: env("RELAY_LOOP"), YAML: "relay_loop", Default: string(proxy.RelayAuto),
 			Help:  "the event loops' I/O on Linux: epoll; io_uring (plaintext sessions; TLS ones stay on epoll), falling back to epoll with a log line where the kernel refuses it; or auto, the same with a quieter fallback (docs/benchmarks.md, io_uring)",
 			Field: func(c *Config) any { return &c.RelayLoop }},
 		{Flag: "shutdown-timeout", Env: env("SHUTDOWN_TIMEOUT"), YAML: "shutdown_timeout", Default: 30 * time.Second,
