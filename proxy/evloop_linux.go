@@ -106,6 +106,10 @@ type loopSess struct {
 	chain   [2]uchain
 	cancels int
 	res     loopResult
+	// kernelHeld: the ring failed with entries of this session in flight;
+	// the kernel may still write into its buffers, so they never go back
+	// to the pool (failRing, eventLoops.kernelHeld).
+	kernelHeld bool
 }
 
 type loopResult struct {
@@ -163,6 +167,10 @@ type eventLoops struct {
 	ringSize uint32
 	// live counts the running loops of both kinds (see hotWait).
 	live atomic.Int32
+	// kernelHeld keeps the buffers of sessions a failed ring gave back with
+	// entries in flight (failRing) out of the garbage collector's reach:
+	// the kernel may write into them until it has cancelled those entries.
+	kernelHeld [][]byte
 }
 
 func (el *eventLoops) set(ring bool) *[]*eventLoop {
@@ -968,6 +976,9 @@ func (s *session) loopTake(client, upSock net.Conn, ring bool) (cfd, ufd int, l 
 func (s *session) afterLoop(res loopResult) bool {
 	ls := res.ls
 	defer func() {
+		if ls.kernelHeld {
+			return
+		}
 		s.srv.putLoopBuf(ls.c.buf)
 		s.srv.putLoopBuf(ls.u.buf)
 	}()

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 )
 
 // relayKind is one way the proxy relays a plaintext session.
@@ -77,6 +79,62 @@ func TestRingFallback(t *testing.T) {
 	}
 	if n := logs.FilterMessage("proxy: io_uring relay loop unavailable, using epoll").Len(); n != 1 {
 		t.Fatalf("%d fallback log lines, want 1", n)
+	}
+}
+
+// TestRingFailure: when a ring fails under its sessions (here /dev/null
+// is put in place of its descriptor, so its next enter fails), a session
+// with entries in flight ends, since a receive may still take its bytes
+// and a send may have gone; the failure is logged and new sessions are
+// served.
+func TestRingFailure(t *testing.T) {
+	needPG(t)
+	core, logs := observer.New(zap.ErrorLevel)
+	srv, addr := trustServer(t, &Server{RelayLoop: RelayIOUring, Logger: zap.New(core)})
+	c := connect(t, trustURL(addr))
+	if got := queryInt(t, c, "SELECT 41 + 1"); got != 42 {
+		t.Fatalf("SELECT: %d", got)
+	}
+	onRing(t, srv)
+	srv.mu.Lock()
+	var ring *eventLoop
+	for _, l := range srv.evloops.rings {
+		if l != nil && l.sessions > 0 {
+			ring = l
+		}
+	}
+	srv.mu.Unlock()
+	if ring == nil {
+		t.Fatal("no io_uring loop with the session")
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	// The loop closes the descriptor when it stops: a copy of /dev/null's.
+	if err := unix.Dup2(int(null.Fd()), ring.ring.FD()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Handed to the goroutine relay instead, the session would go on with
+	// bytes the ring's receives took: the reply's RowDescription, say.
+	if _, err := c.Exec(ctx, "SELECT 1"); err == nil || !c.PgConn().IsClosed() || ctx.Err() != nil {
+		t.Fatalf("after the ring failed: %v, connection closed %v; want the session ended", err, c.PgConn().IsClosed())
+	}
+	poll.Until(t, "the failure logged", func() bool {
+		return logs.FilterMessage("proxy: io_uring event loop failed: sessions with I/O in flight end, the others go on on goroutines").Len() == 1
+	})
+	srv.mu.Lock()
+	kept := len(srv.evloops.kernelHeld)
+	srv.mu.Unlock()
+	if kept != 2 {
+		t.Errorf("%d buffers kept from the pool, want the session's 2", kept)
+	}
+	c2 := connect(t, trustURL(addr))
+	if got := queryInt(t, c2, "SELECT 40 + 2"); got != 42 {
+		t.Fatalf("SELECT on a new session: %d", got)
 	}
 }
 

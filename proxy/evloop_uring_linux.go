@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 
@@ -312,20 +313,39 @@ func (l *eventLoop) settle(ls *loopSess) {
 
 // failRing gives every session back after the ring failed, which cannot
 // happen with valid arguments. The kernel cancels what it still holds
-// when the ring is closed.
+// when the ring is closed, but not before the sessions hear: one with no
+// entry in flight goes on on the goroutine relay; one with an entry in
+// flight ends, since a receive may still take bytes off its sockets and a
+// send may or may not have gone (passing it on again could run a
+// statement twice), and its buffers, which the kernel may still write,
+// are kept for the server's life instead of going back to the pool: a
+// leak of two buffers per such session, on a failure that should not
+// happen, rather than memory the kernel writes after it was reused.
 func (l *eventLoop) failRing(err error) {
 	if l.stopping {
 		return
 	}
-	l.srv.logger().Error("proxy: io_uring event loop failed, sessions go back to the goroutine relay", zap.Error(err))
+	l.srv.logger().Error("proxy: io_uring event loop failed: sessions with I/O in flight end, the others go on on goroutines", zap.Error(err))
 	l.srv.mu.Lock()
 	l.srv.loopForgetLocked(l)
-	l.srv.mu.Unlock()
-	for _, ls := range l.byFd {
-		if ls != nil && l.byFd[ls.cfd] == ls {
-			ls.finished = true
-			l.deliver(ls, loopResult{kind: loopHandoff, ls: ls})
+	for fd, ls := range l.byFd {
+		if ls != nil && fd == ls.cfd && (ls.chain[0].on || ls.chain[1].on) {
+			ls.kernelHeld = true
+			l.srv.evloops.kernelHeld = append(l.srv.evloops.kernelHeld, ls.c.buf, ls.u.buf)
 		}
+	}
+	l.srv.mu.Unlock()
+	for fd, ls := range l.byFd {
+		if ls == nil || fd != ls.cfd {
+			continue
+		}
+		ls.finished = true
+		res := loopResult{kind: loopHandoff, ls: ls}
+		if ls.kernelHeld {
+			ls.c.r, ls.u.r = ls.c.p, ls.u.p // nothing more is passed on
+			res = loopResult{kind: loopClientGone, err: fmt.Errorf("io_uring: %w", err), ls: ls}
+		}
+		l.deliver(ls, res)
 	}
 	l.stopping = true
 }

@@ -108,6 +108,7 @@ type geteventsArg struct {
 // Ring is one io_uring instance with its mapped rings.
 type Ring struct {
 	fd           int
+	closed       bool
 	sqRing, cqMm []byte
 	sqeMm        []byte
 
@@ -195,11 +196,15 @@ func (r *Ring) Close() {
 		}
 	}
 	r.sqeMm, r.cqMm, r.sqRing = nil, nil, nil
-	if r.fd >= 0 {
+	if !r.closed {
 		unix.Close(r.fd)
-		r.fd = -1
+		r.closed = true // fd itself stays as it was set up (FD)
 	}
 }
+
+// FD is the ring's descriptor: a test swaps another file in under it to
+// make the ring fail as a kernel error would.
+func (r *Ring) FD() int { return r.fd }
 
 // next returns a free submission slot, submitting what is queued first
 // when the ring is full.
