@@ -375,18 +375,24 @@ func (l *eventLoop) fail(err error) {
 
 // stop refuses further requests and closes the loop's descriptors.
 func (l *eventLoop) stop() {
+	l.refuseRequests()
+	unix.Close(l.epfd)
+	unix.Close(l.evfd)
+}
+
+// refuseRequests stops the loop taking requests and hands the sessions
+// still waiting to be added back to their goroutines.
+func (l *eventLoop) refuseRequests() {
 	l.mu.Lock()
 	l.stopped = true
 	rest := l.reqs
 	l.reqs = nil
 	l.mu.Unlock()
 	for _, r := range rest {
-		if r.op == opAdd { // only after epoll_wait failed: an added session keeps the loop alive
+		if r.op == opAdd { // only after a failed wait: an added session keeps the loop alive
 			r.ls.done <- loopResult{kind: loopHandoff, ls: r.ls}
 		}
 	}
-	unix.Close(l.epfd)
-	unix.Close(l.evfd)
 }
 
 // hotWaitMS bounds a wait in epollWaitHot: 10 ms, so that a loop on a busy

@@ -353,16 +353,7 @@ func (l *eventLoop) failRing(err error) {
 // stopRing refuses further requests, takes the wake-up read back from the
 // kernel and closes the ring and the eventfd.
 func (l *eventLoop) stopRing() {
-	l.mu.Lock()
-	l.stopped = true
-	rest := l.reqs
-	l.reqs = nil
-	l.mu.Unlock()
-	for _, r := range rest {
-		if r.op == opAdd {
-			r.ls.done <- loopResult{kind: loopHandoff, ls: r.ls}
-		}
-	}
+	l.refuseRequests()
 	// The read's buffer must not be freed while the kernel holds it.
 	if l.wakeOn && l.ring.CancelFD(l.evfd, udata(l.evfd, uCancel)) == nil {
 		for l.wakeOn {
