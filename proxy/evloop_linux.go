@@ -168,8 +168,9 @@ type eventLoops struct {
 	// live counts the running loops of both kinds (see hotWait).
 	live atomic.Int32
 	// kernelHeld keeps the buffers of sessions a failed ring gave back with
-	// entries in flight (failRing) out of the garbage collector's reach:
-	// the kernel may write into them until it has cancelled those entries.
+	// entries in flight, and its wake-up read's (failRing), out of the
+	// garbage collector's reach: the kernel may write into them until it
+	// has cancelled those entries.
 	kernelHeld [][]byte
 }
 

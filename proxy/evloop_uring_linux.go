@@ -328,6 +328,9 @@ func (l *eventLoop) failRing(err error) {
 	l.srv.logger().Error("proxy: io_uring event loop failed: sessions with I/O in flight end, the others go on on goroutines", zap.Error(err))
 	l.srv.mu.Lock()
 	l.srv.loopForgetLocked(l)
+	if l.wakeOn { // the eventfd's read, still the kernel's
+		l.srv.evloops.kernelHeld = append(l.srv.evloops.kernelHeld, l.wake[:])
+	}
 	for fd, ls := range l.byFd {
 		if ls != nil && fd == ls.cfd && (ls.chain[0].on || ls.chain[1].on) {
 			ls.kernelHeld = true
