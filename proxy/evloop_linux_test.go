@@ -31,8 +31,8 @@ func relayKinds() []relayKind {
 	return []relayKind{{"event-loop", false, RelayEpoll}, {"io_uring", false, RelayIOUring}, {"goroutines", true, RelayEpoll}}
 }
 
-// onRing fails the test unless srv's sessions on a loop are on io_uring
-// loops, skipping it where the kernel refuses io_uring.
+// onRing fails the test unless srv relays sessions on io_uring loops and
+// none on epoll loops, skipping it where the kernel refuses io_uring.
 func onRing(t *testing.T, srv *Server) {
 	t.Helper()
 	srv.mu.Lock()
@@ -40,10 +40,19 @@ func onRing(t *testing.T, srv *Server) {
 	if srv.evloops.noRing {
 		t.Skip("io_uring unavailable here")
 	}
+	epoll, rings := 0, 0
 	for _, l := range srv.evloops.loops {
-		if l != nil && l.sessions > 0 {
-			t.Fatalf("%d sessions on an epoll loop, want io_uring", l.sessions)
+		if l != nil {
+			epoll += l.sessions
 		}
+	}
+	for _, l := range srv.evloops.rings {
+		if l != nil {
+			rings += l.sessions
+		}
+	}
+	if epoll > 0 || rings == 0 {
+		t.Fatalf("sessions on epoll loops %d, on io_uring loops %d; want io_uring only", epoll, rings)
 	}
 }
 
