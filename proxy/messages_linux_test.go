@@ -154,9 +154,11 @@ func TestStateTransitionsPerRelay(t *testing.T) {
 				if n := loopSessions(srv); n != 1 {
 					t.Fatalf("sessions on an event loop: %d, want 1", n)
 				}
-				if m.loop == RelayIOUring && !m.tls { // TLS sessions stay on epoll loops
-					onRing(t, srv)
+				kind := m.loop
+				if m.tls { // TLS sessions stay on epoll loops
+					kind = RelayEpoll
 				}
+				onLoop(t, srv, kind)
 			}
 			if err := pc.Close(ctx); err != nil {
 				t.Fatal(err)

@@ -333,7 +333,8 @@ func TestRouting(t *testing.T) {
 }
 
 // forLoops runs a test once per kind of event loop (on Linux: epoll and
-// io_uring; elsewhere both are the goroutine relay).
+// io_uring; elsewhere both are the goroutine relay). The test calls onLoop
+// to check that its sessions are on the kind it was given.
 func forLoops(t *testing.T, f func(*testing.T, RelayLoop)) {
 	for _, k := range []RelayLoop{RelayEpoll, RelayIOUring} {
 		t.Run(string(k), func(t *testing.T) { f(t, k) })
@@ -501,8 +502,12 @@ func TestCancel(t *testing.T) { forLoops(t, testCancel) }
 func testCancel(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	_, addr := trustServer(t, &Server{RelayLoop: loop})
+	srv, addr := trustServer(t, &Server{RelayLoop: loop})
 	c := connect(t, trustURL(addr))
+	if got := queryInt(t, c, "SELECT 1"); got != 1 {
+		t.Fatalf("SELECT: %d", got)
+	}
+	onLoop(t, srv, loop)
 	pid := c.PgConn().PID()
 	direct := connectDirect(t, trustPG)
 	go func() {
@@ -708,6 +713,7 @@ func testGracefulShutdown(t *testing.T, loop RelayLoop) {
 	if _, err := busy.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
+	onLoop(t, srv, loop)
 	shutdownDone := make(chan error, 1)
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -756,6 +762,7 @@ func testShutdownDeadline(t *testing.T, loop RelayLoop) {
 	if _, err := busy.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
+	onLoop(t, srv, loop)
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	if err := srv.Shutdown(sctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -771,12 +778,13 @@ func TestUpstreamGone(t *testing.T) { forLoops(t, testUpstreamGone) }
 func testUpstreamGone(t *testing.T, loop RelayLoop) {
 	needPG(t)
 	ctx := context.Background()
-	_, addr := trustServer(t, &Server{RelayLoop: loop})
+	srv, addr := trustServer(t, &Server{RelayLoop: loop})
 	c := connect(t, trustURL(addr))
 	var pid int
 	if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
+	onLoop(t, srv, loop)
 	if err := trustPG.Exec(ctx, "postgres", fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid)); err != nil {
 		t.Fatal(err)
 	}
