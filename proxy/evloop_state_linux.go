@@ -12,11 +12,12 @@ import (
 )
 
 // The event loops' state: what the Server holds of them (eventLoops), a
-// session's while a loop relays it (loopSess) and the parts of both. What
-// the loops do is in evloop_linux.go (epoll, and what both kinds share),
-// evloop_tls_linux.go and evloop_uring_linux.go. The types stand apart
-// because the Server, its sessions and these refer to each other, while
-// the loops' code uses all three and none of them uses it.
+// session's while a loop relays it (loopSess), the parts of both, and the
+// conn the handshake makes a TLS side over (loopable). What the loops do is
+// in evloop_linux.go (epoll, and what both kinds share), evloop_tls_linux.go
+// and evloop_uring_linux.go. The types stand apart because the Server, its
+// sessions and these refer to each other, while the loops' code uses all
+// three and none of them uses it.
 
 // loopKind says why a session left the loop.
 type loopKind uint8
@@ -165,6 +166,9 @@ type loopConn struct {
 	off   int
 	err   error // a write failed
 }
+
+// loopable makes c the conn a session's tls.Conn is made over.
+func loopable(c net.Conn) net.Conn { return &loopConn{Conn: c, fd: -1} }
 
 // loopTLS is one TLS side of a session on the loop.
 type loopTLS struct {

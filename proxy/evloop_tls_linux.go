@@ -64,9 +64,6 @@ func (wouldBlock) Temporary() bool { return true }
 
 var _ net.Error = wouldBlock{}
 
-// loopable makes c the conn a session's tls.Conn is made over.
-func loopable(c net.Conn) net.Conn { return &loopConn{Conn: c, fd: -1} }
-
 func (c *loopConn) Read(p []byte) (int, error) {
 	if c.fd < 0 {
 		return c.Conn.Read(p)
