@@ -28,19 +28,24 @@
 //
 // # Where things are
 //
-// The files stand in layers, each using those below it (only the Server
-// and its sessions, and the Server and its event loops, refer to each other):
+// The files stand in layers, each using those below it. Two knots remain:
+// server.go, session.go and evloop_state_linux.go (the event loops' types)
+// refer to each other, as the Server holds its sessions and loops and they
+// hold it; and the event loop's core (evloop_linux.go) and its TLS and
+// io_uring parts call each other.
 //
 //   - wire basics: messages.go (message type bytes), startup.go, wire.go
 //     (frames, encoders, outBuf), errors.go, upstream.go, listen_*.go,
 //     clientgone_*.go; marker.go, lifecycle.go and askfunc.go read a
-//     statement's text; api.go is what the Translator and OnAsk see;
+//     statement's text; api.go is what the Translator and OnAsk see,
+//     observe.go the StatementObserver;
 //   - session state: queue.go (the reply queue), shared.go, server.go (the
-//     Server's configuration, routes and cancel keys), session.go;
+//     Server's configuration, routes and cancel keys), session.go,
+//     evloop_state_linux.go;
 //   - what a message does: handlers.go (onClient, onServer: every relay
-//     calls them), observe.go, handshake.go, inject.go (the proxy's own
-//     messages), intercept.go (asks), executor.go, spool.go, bigask.go,
-//     encoding.go, audit.go, limits.go, stats.go;
+//     calls them), handshake.go, inject.go (the proxy's own messages),
+//     intercept.go (asks), executor.go, spool.go, bigask.go, encoding.go,
+//     audit.go, limits.go, stats.go;
 //   - the relays: relay.go (two goroutines), tracked.go and replies.go
 //     (tracked mode), evloop_linux.go (the event loop);
 //   - serve.go: accepting, running each session, shutdown.

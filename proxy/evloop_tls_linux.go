@@ -64,24 +64,6 @@ func (wouldBlock) Temporary() bool { return true }
 
 var _ net.Error = wouldBlock{}
 
-// loopConn is the net.Conn under a session's tls.Conn (see above).
-type loopConn struct {
-	net.Conn // on Go's netpoller: handshake and goroutine relay
-
-	// While an event loop relays (set by enter before the loop has the
-	// session, cleared by resume after it gave it back; loop goroutine only
-	// in between):
-	fd    int           // the loop's duplicate of the socket; -1 when on the netpoller
-	count *countingConn // the client's byte counters (nil upstream)
-	read  bool          // the read system call of this readiness event is made
-	out   []byte        // records taken by Write, [off:] not written yet
-	off   int
-	err   error // a write failed
-}
-
-// loopable makes c the conn a session's tls.Conn is made over.
-func loopable(c net.Conn) net.Conn { return &loopConn{Conn: c, fd: -1} }
-
 func (c *loopConn) Read(p []byte) (int, error) {
 	if c.fd < 0 {
 		return c.Conn.Read(p)
@@ -141,14 +123,6 @@ func (c *loopConn) flushBacklog() error {
 	}
 	c.out, c.off = nil, 0
 	return c.err
-}
-
-// loopTLS is one TLS side of a session on the loop.
-type loopTLS struct {
-	conn *tls.Conn
-	lc   *loopConn
-	more bool  // the tls.Conn may hold input beyond what fill took
-	rerr error // the read error that ends the side, once what came before it is passed on
 }
 
 // tlsSide returns the tls.Conn and its loopConn of a session's connection,

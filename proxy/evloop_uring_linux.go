@@ -42,15 +42,6 @@ import (
 // kernel runs completion work only inside that thread's io_uring_enter, so
 // a completion costs no interrupt of whatever else runs.
 
-// uchain is one pipe's entries in flight.
-type uchain struct {
-	on      bool
-	send    bool // buf[r:sendEnd] is being sent
-	recv    bool // a receive into buf[recvOff:] ends the chain
-	sendEnd int
-	recvOff int
-}
-
 // Kinds of entry, in the low byte of its user data (the descriptor above).
 const (
 	uRecv uint64 = iota + 1

@@ -50,6 +50,15 @@ func (s *session) onClient(typ byte, body []byte) {
 	}
 }
 
+// observe hands a whole Query or Parse body (after the length word) to
+// the Server's StatementObserver (observe.go); with none it is one nil check.
+func (s *session) observe(typ byte, body []byte) {
+	if o := s.srv.Observer; o != nil {
+		// The accept time tells sessions apart without a field of its own.
+		observeBody(o, s.database, s.user, uint64(s.started.UnixNano()), typ, body)
+	}
+}
+
 // serverInspects reports whether the relay must look into backend message
 // typ (body length n) and call onServer with its body; every other message
 // passes through unread (onServer with a nil body, or — on the bulk paths

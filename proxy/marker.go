@@ -151,8 +151,8 @@ func askMarker(rest string) Marker {
 // the message is not whole in the read buffer.
 const mightAskPrefix = 256
 
-// mightAsk is the relays' one entry decision on a client Query ('Q') or
-// Parse ('P'): false means the message carries no ask in any form and is
+// mightAsk is the relays' one entry decision on a client Query or Parse
+// (feQuery, feParse): false means the message carries no ask in any form and is
 // passed on untouched. Both relays call it (the goroutine relay's
 // clientQuery and clientParse, the event loop's clientMsg), and both decide
 // what it lets through with queryAsk and parseAsk, so a new form of ask is
@@ -165,12 +165,12 @@ const mightAskPrefix = 256
 // allocation.
 func mightAsk(typ byte, body []byte, complete bool) bool {
 	switch typ {
-	case 'Q':
+	case feQuery:
 		head := body[:min(len(body), 64)]
 		if maybeMarker(head) || maybeTxPrefix(head, complete && len(body) <= 64) {
 			return true
 		}
-	case 'P':
+	case feParse:
 		// The statement name comes first; one longer than looked at is no
 		// name a driver makes: read whole.
 		i := bytes.IndexByte(body[:min(len(body), mightAskPrefix)], 0)

@@ -7,7 +7,7 @@ import "bytes"
 // ask, with the session's database and login role, and a number telling
 // the session apart from others (distinct sessions weigh what is learnt,
 // not how many statements one session sends). It is called from one
-// place, onClient (messages.go), which every relay calls between reading a
+// place, onClient (handlers.go), which every relay calls between reading a
 // message and passing it on, so it must return at once and cost little:
 // count a text seen recently, hand a new one to a bounded queue, drop when
 // full (workload.Collector: a hash and a count per statement). sql is the proxy's read buffer, in the client's
@@ -17,15 +17,6 @@ import "bytes"
 // streams without holding it whole.
 type StatementObserver interface {
 	Observe(database, role string, session uint64, sql []byte)
-}
-
-// observe hands a whole Query or Parse body (after the length word) to
-// the observer; with none it is one nil check.
-func (s *session) observe(typ byte, body []byte) {
-	if o := s.srv.Observer; o != nil {
-		// The accept time tells sessions apart without a field of its own.
-		observeBody(o, s.database, s.user, uint64(s.started.UnixNano()), typ, body)
-	}
 }
 
 func observeBody(o StatementObserver, database, role string, session uint64, typ byte, body []byte) {
