@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nlproxy/nlproxy/internal/uring"
 	"github.com/nlproxy/nlproxy/testkit/poll"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -330,5 +331,25 @@ func copyRoundTrip(ctx context.Context, t *testing.T, pc *pgconn.PgConn, table s
 	var out bytes.Buffer
 	if _, err := pc.CopyTo(ctx, &out, "COPY (SELECT * FROM "+table+" ORDER BY id) TO STDOUT"); err != nil || !bytes.Equal(out.Bytes(), in.Bytes()) {
 		t.Fatalf("copy to: %v (%d vs %d bytes)", err, out.Len(), in.Len())
+	}
+}
+
+func TestRingHotWait(t *testing.T) {
+	for _, tc := range []struct {
+		ms      int
+		godebug string
+		want    int
+	}{
+		{10, "", uring.HotUntimed},
+		{10, "http2debug=1", uring.HotUntimed},
+		{10, "asyncpreemptoff=1", 10},
+		{10, "asyncpreemptoff=1,gctrace=1", 10},
+		{10, "asyncpreemptoff=1, asyncpreemptoff=0", uring.HotUntimed},
+		{10, "asyncpreemptoff=0,asyncpreemptoff=1", 10},
+		{1, "", 1}, // GOMAXPROCS 1: shorter than the runtime's bound
+	} {
+		if got := ringHotWait(tc.ms, tc.godebug); got != tc.want {
+			t.Errorf("ringHotWait(%d, %q) = %d, want %d", tc.ms, tc.godebug, got, tc.want)
+		}
 	}
 }

@@ -288,20 +288,29 @@ func (r *Ring) CancelUserData(target, userData uint64) error {
 	return nil
 }
 
+// HotUntimed is Wait's hot wait with no kernel timer: the runtime's
+// preemption signal, sent to a thread that has held its P for about 10 ms,
+// ends it instead.
+const HotUntimed = -1
+
 // Wait submits what is queued and waits for at least one completion:
-// first at most hotMS milliseconds through a raw system call (the thread
-// keeps its Go P, as a computing goroutine would), then, if nothing came,
-// through an ordinary one that gives the P up while blocked. With hotMS 0
-// it only waits the ordinary way. EINTR (the runtime's preemption signal)
-// returns with nothing done but the submission; the caller reads the
-// completions either way.
+// first through a raw system call (the thread keeps its Go P, as a
+// computing goroutine would) for at most hotMS milliseconds, or with
+// HotUntimed until a signal interrupts it; then, if nothing came, through
+// an ordinary one that gives the P up while blocked. With hotMS 0 it only
+// waits the ordinary way. A timed hot wait's EINTR (the runtime's
+// preemption signal) returns with nothing done but the submission; an
+// untimed one's goes on to the ordinary wait, so an idle loop gives its P
+// up. The caller reads the completions either way.
 func (r *Ring) Wait(hotMS int) error {
-	if hotMS > 0 {
+	if hotMS != 0 {
 		n, err := r.enter(1, hotMS, true)
 		if err == nil || n > 0 || r.Ready() || errors.Is(err, unix.EBUSY) {
 			return nil // EBUSY: completions wait in the kernel; read ours first
 		}
-		if !errors.Is(err, unix.ETIME) {
+		switch {
+		case hotMS == HotUntimed && errors.Is(err, unix.EINTR):
+		case !errors.Is(err, unix.ETIME):
 			return err
 		}
 	}

@@ -186,3 +186,37 @@ func TestReadEventfd(t *testing.T) {
 		t.Fatalf("completions %v", got)
 	}
 }
+
+// An untimed hot wait returns with the completion it waited for, whether or
+// not signals (here the runtime's own preemption signal, SIGURG) interrupt
+// it first: an interrupted one goes on as an ordinary wait.
+func TestHotUntimedWait(t *testing.T) {
+	r := newRing(t)
+	a, b := pair(t)
+	in := make([]byte, 16)
+	if err := r.Recv(a, in, 7, 0); err != nil {
+		t.Fatal(err)
+	}
+	pid, tid := unix.Getpid(), unix.Gettid()
+	go func() {
+		for range 50 {
+			if err := unix.Tgkill(pid, tid, unix.SIGURG); err != nil {
+				t.Errorf("tgkill: %v", err)
+			}
+		}
+		if _, err := unix.Write(b, []byte("late")); err != nil {
+			t.Errorf("write: %v", err)
+		}
+	}()
+	for !r.Ready() {
+		// The ordinary wait's own EINTR comes back, as any wait's does.
+		if err := r.Wait(HotUntimed); err != nil && !errors.Is(err, unix.EINTR) {
+			t.Fatalf("Wait: %v", err)
+		}
+	}
+	var got []CQE
+	r.Completions(func(c CQE) { got = append(got, c) })
+	if len(got) != 1 || got[0].UserData != 7 || string(in[:max(got[0].Res, 0)]) != "late" {
+		t.Fatalf("completions %+v, buffer %q; want one receive of \"late\"", got, in)
+	}
+}
