@@ -18,6 +18,9 @@ PY_MCP=${NLPROXY_MCP_PY_VERSION:-mcp>=1.12,<3}
 TS_MCP=${NLPROXY_MCP_TS_VERSION:-@modelcontextprotocol/sdk@^1.17}
 CACHE=${NLPROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nlproxy}/mcpclients
 mkdir -p "$CACHE" || { log "cannot create $CACHE"; exit 0; }
+# One install at a time per cache (two test runs on one machine).
+exec 9>"$CACHE/.setup.lock"
+flock 9 || { log "cannot lock $CACHE/.setup.lock"; exit 0; }
 
 # Python: a venv of its own.
 VENV=$CACHE/venv

@@ -31,10 +31,15 @@ CPUKEY=$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | cksum | cu
 BIN=$CACHE/ollama-$VERSION-native-$CPUKEY/ollama
 mkdir -p "$CACHE" || skip "cannot create $CACHE"
 t0=$SECONDS
+# One setup at a time per cache (two test runs on one machine): the build, the
+# venv and the model imports share it. Released before the output; the
+# server started below does not inherit the lock.
+exec 9>"$CACHE/.setup.lock"
+flock 9 || skip "cannot lock $CACHE/.setup.lock"
 
 # C/C++ headers the Go module zip leaves out (llama.cpp's vendor directories).
 if [ "$(id -u)" = 0 ] && { [ ! -e /usr/include/nlohmann/json.hpp ] || [ ! -e /usr/include/stb/stb_image.h ] || ! command -v g++ >/dev/null; }; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=1800 install -y -qq --no-install-recommends \
     g++ nlohmann-json3-dev libstb-dev python3-venv >/dev/null 2>&1 || log "apt-get install of headers failed"
 fi
 
@@ -82,7 +87,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 export OLLAMA_HOST=127.0.0.1:$PORT OLLAMA_MODELS=$CACHE/models OLLAMA_NUM_PARALLEL=${OLLAMA_NUM_PARALLEL:-2}
 export OLLAMA_KEEP_ALIVE=${OLLAMA_KEEP_ALIVE:-30m} OLLAMA_NOPRUNE=1 OLLAMA_DEBUG=1
 LOG=$CACHE/serve-$PORT.log
-nohup "$BIN" serve >"$LOG" 2>&1 </dev/null &
+nohup "$BIN" serve >"$LOG" 2>&1 </dev/null 9>&- &
 PID=$!
 up=
 for _ in $(seq 1 100); do
@@ -142,6 +147,7 @@ PY
 then
   tail -5 "$CACHE/create.log" >&2; log "importing $EMBED failed: embedding tests will skip"; EMBED=
 fi
+exec 9>&-
 log "ollama $VERSION serving $CHAT${BASE:+, $BASE}${EMBED:+ and $EMBED} at $OLLAMA_HOST (pid $PID, log $LOG) after $((SECONDS - t0))s"
 echo "export NLPROXY_REAL_OLLAMA=http://$OLLAMA_HOST"
 echo "export NLPROXY_REAL_OLLAMA_PID=$PID"
