@@ -274,8 +274,13 @@ func hotWaitMS() int {
 	if runtime.GOMAXPROCS(0) < 2 {
 		return 1
 	}
-	return 10
+	return preemptMS
 }
+
+// preemptMS is how long the Go runtime lets a goroutine hold its P before
+// its monitor preempts it (forcePreemptNS): a hot wait of this length gives
+// the P up no later than a computing goroutine would.
+const preemptMS = 10
 
 // hotWait is the loop's hot wait now: ms, or none while the loops of both
 // kinds together (a server relaying TLS sessions on epoll loops and

@@ -340,12 +340,12 @@ func TestRingHotWait(t *testing.T) {
 		godebug string
 		want    int
 	}{
-		{10, "", uring.HotUntimed},
-		{10, "http2debug=1", uring.HotUntimed},
-		{10, "asyncpreemptoff=1", 10},
-		{10, "asyncpreemptoff=1,gctrace=1", 10},
-		{10, "asyncpreemptoff=1, asyncpreemptoff=0", uring.HotUntimed},
-		{10, "asyncpreemptoff=0,asyncpreemptoff=1", 10},
+		{preemptMS, "", uring.HotUntimed},
+		{preemptMS, "http2debug=1", uring.HotUntimed},
+		{preemptMS, "asyncpreemptoff=1", preemptMS},
+		{preemptMS, "asyncpreemptoff=1,gctrace=1", preemptMS},
+		{preemptMS, "asyncpreemptoff=1, asyncpreemptoff=0", uring.HotUntimed},
+		{preemptMS, "asyncpreemptoff=0,asyncpreemptoff=1", preemptMS},
 		{1, "", 1}, // GOMAXPROCS 1: shorter than the runtime's bound
 	} {
 		if got := ringHotWait(tc.ms, tc.godebug); got != tc.want {

@@ -103,15 +103,15 @@ func (l *eventLoop) runRing() {
 }
 
 // ringHotWait is the io_uring loop's hot wait for hotWaitMS's ms: untimed
-// where that is 10 ms and the runtime preempts a thread holding its P for
-// about that long (its signal ends the wait), which spares the kernel a
+// where that is preemptMS and the runtime preempts a thread holding its P
+// for that long (its signal ends the wait), which spares the kernel a
 // timer armed and cancelled per wait (about 2% of the loop's CPU at one
 // client, by perf). Timed where the runtime's asynchronous preemption is off
 // (GODEBUG asyncpreemptoff=1: the wait would hold its P until traffic
 // came, and a stop-the-world would wait for it), and where GOMAXPROCS is 1
 // (1 ms, shorter than the runtime's bound).
 func ringHotWait(ms int, godebug string) int {
-	if ms < 10 {
+	if ms < preemptMS {
 		return ms
 	}
 	off := false
